@@ -1,0 +1,129 @@
+// The sim backend: runs a workload program on the device model in
+// deterministic virtual time.
+//
+// Within a kernel, `sms` simulated SMs take the kernel's page accesses in
+// program order from a shared cursor, each spending the kernel's compute
+// time spread evenly over its accesses. An access to an unmapped page puts
+// an entry in the fault buffer and stalls that SM until a replay lets it
+// retry. Faults are serviced by the engine; transfers cross the modelled
+// PCIe link and overlap compute. Kernels run back to back on one stream.
+//
+// Same program, device, capacity and policy: byte-identical results.
+#ifndef UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
+#define UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
+
+#include <cstdint>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "core/backend.h"
+#include "core/engine.h"
+#include "core/event_sink.h"
+#include "core/event_source.h"
+#include "emu/device_config.h"
+#include "emu/device_memory.h"
+#include "emu/fault_buffer.h"
+#include "emu/pcie_link.h"
+#include "emu/virtual_clock.h"
+
+namespace umlab {
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend(const DeviceConfig& device, uint64_t capacity_frames);
+
+  // Runs `program` to its end with `engine` servicing faults, then lets the
+  // link drain. Program and observed events go to `recorder` if given.
+  absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder);
+
+  // Checks the device's page table against the engine's view (tests).
+  absl::Status CheckConsistency(const Engine& engine) const;
+
+  // Backend.
+  std::string name() const override { return "sim"; }
+  void SetListener(TransferListener* listener) override { listener_ = listener; }
+  size_t FetchFaults(absl::Span<FaultEntry> out) override;
+  void Migrate(const Transfer& transfer) override;
+  void Evict(const Transfer& transfer) override;
+  void Invalidate(BlockNumber block, const PageMask& pages) override;
+  PageUse QueryUse(BlockNumber block) const override { return device_memory_.Use(block); }
+  void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
+  Nanos Now() const override { return clock_.now(); }
+
+  const DeviceMemory& device_memory() const { return device_memory_; }
+
+ private:
+  // Virtual time inside a kernel is kept in picoseconds so that spreading a
+  // kernel's compute over many accesses does not accumulate rounding.
+  using Picos = int64_t;
+  static constexpr Picos kPicosPerNano = 1000;
+
+  struct AccessRange {
+    PageNumber first_page;
+    uint64_t pages;
+    bool write;
+  };
+  struct Sm {
+    bool stalled = false;
+    bool retry = false;  // woken by a replay: retry `page` first
+    PageNumber page = 0;
+    bool write = false;
+    Picos stalled_since = 0;
+  };
+  struct ReplayEvent {
+    Nanos time;
+    uint64_t sequence;
+    ReplayPolicy policy;
+    BlockNumber block;
+    bool operator>(const ReplayEvent& other) const {
+      return time != other.time ? time > other.time : sequence > other.sequence;
+    }
+  };
+  using ReadyQueue = std::priority_queue<std::pair<Picos, uint32_t>,
+                                         std::vector<std::pair<Picos, uint32_t>>,
+                                         std::greater<>>;
+
+  absl::Status ExecuteKernel(uint32_t exec_id, Nanos compute_ns);
+  // Processes system events (link, replays, fault service) up to `until`
+  // inclusive; returns false if none was due.
+  bool ProcessSystemEventAtOrBefore(Nanos until);
+  Nanos NextSystemEventTime() const;
+  void ApplyReplay(const ReplayEvent& replay);
+  void Fault(uint32_t sm, PageNumber page, bool write, Picos now);
+  absl::Status AdvanceIdle(Nanos until);
+  absl::Status Drain();
+
+  DeviceConfig device_;
+  VirtualClock clock_;
+  DeviceMemory device_memory_;
+  FaultBuffer fault_buffer_;
+  PcieLink link_;
+  TransferListener* listener_ = nullptr;
+  Engine* engine_ = nullptr;
+  EventSink* recorder_ = nullptr;
+  absl::Status error_;
+
+  absl::flat_hash_map<TransferId, Transfer> transfers_;
+  std::priority_queue<ReplayEvent, std::vector<ReplayEvent>, std::greater<>> replays_;
+  uint64_t replay_sequence_ = 0;
+  bool service_requested_ = false;
+  Nanos service_time_ = 0;
+
+  // The kernel being executed.
+  std::vector<AccessRange> ranges_;
+  size_t range_index_ = 0;
+  uint64_t range_offset_ = 0;
+  uint32_t exec_id_ = 0;
+  std::vector<Sm> sms_;
+  std::vector<uint32_t> stalled_;
+  ReadyQueue ready_;
+  Picos stall_picos_ = 0;
+  std::vector<TransferId> completed_scratch_;
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_BACKENDS_EMU_SIM_BACKEND_H_

@@ -1,0 +1,490 @@
+#include "cli/commands.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/arguments.h"
+#include "cli/experiment.h"
+#include "cli/report.h"
+#include "core/byte_size.h"
+#include "core/policy.h"
+#include "core/program_summary.h"
+#include "core/trace_reader.h"
+#include "emu/device_config.h"
+#include "workloads/workload.h"
+
+namespace umlab::cli {
+namespace {
+
+constexpr char kDefaultDevice[] = "v100-pcie3";
+constexpr char kDefaultWorkload[] = "mlp";
+
+// A failure with the exit code it deserves.
+struct Failure {
+  int code;
+  std::string message;
+};
+
+struct Context {
+  const Arguments& args;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+using Handler = std::function<std::optional<Failure>(const Context&)>;
+
+struct Command {
+  std::string name;
+  std::string usage;    // after "umlab NAME"
+  std::string summary;  // one line
+  std::string details;  // paragraphs for --help
+  std::vector<OptionSpec> options;
+  Handler handler;
+};
+
+Failure Usage(const absl::Status& status) { return Failure{kExitUsage, std::string(status.message())}; }
+Failure RunFailed(const absl::Status& status) {
+  return Failure{kExitFailure, std::string(status.message())};
+}
+
+// --- Shared option groups -------------------------------------------------
+
+std::vector<OptionSpec> ProgramOptions() {
+  return {
+      {"workload", "NAME", "built-in workload to run (see 'umlab workloads')", kDefaultWorkload},
+      {"workload-arg", "K=V", "workload parameter, e.g. batch=512 or layers=4,hidden=2048", "",
+       true},
+  };
+}
+
+std::vector<OptionSpec> MachineOptions() {
+  return {
+      {"backend", "NAME", "where to run: sim (deterministic virtual time)", "sim"},
+      {"capacity", "C",
+       "device memory: a fraction of the program's footprint (0.5) or a size (8GiB)", "0.5"},
+      {"device", "PRESET", "device preset: v100-pcie3, a100-pcie4 or h200", kDefaultDevice},
+      {"device-param", "K=V",
+       "override a preset value, e.g. h2d_gbps=12 (see 'umlab devices')", "", true},
+      {"replay", "POLICY", "when stalled accessors retry: batch, block or once", "batch"},
+      {"check-invariants", "",
+       "check capacity, byte conservation and page states after every engine step (slow)"},
+  };
+}
+
+std::vector<OptionSpec> FormatOption() {
+  return {{"format", "FMT", "output: table, json or csv", "table"}};
+}
+
+template <typename... Groups>
+std::vector<OptionSpec> Join(Groups... groups) {
+  std::vector<OptionSpec> all;
+  (all.insert(all.end(), groups.begin(), groups.end()), ...);
+  return all;
+}
+
+// --- Shared resolution ----------------------------------------------------
+
+absl::StatusOr<DeviceConfig> ResolveDevice(const Arguments& args, const std::string& fallback) {
+  absl::StatusOr<DeviceConfig> device = DevicePreset(args.GetOr("device", fallback));
+  if (!device.ok()) return device.status();
+  return ApplyDeviceOverrides(*device, absl::StrJoin(args.GetAll("device-param"), ","));
+}
+
+struct Setup {
+  DeviceConfig device;
+  RunRequest request;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// Everything but the program and the policy, from the options.
+std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& default_device,
+                                    Setup& setup) {
+  absl::StatusOr<DeviceConfig> device = ResolveDevice(args, default_device);
+  if (!device.ok()) return Usage(device.status());
+  absl::StatusOr<ReplayPolicy> replay = ParseReplayPolicy(args.GetOr("replay", "batch"));
+  if (!replay.ok()) return Usage(replay.status());
+  absl::StatusOr<OutputFormat> format = ParseOutputFormat(args.GetOr("format", "table"));
+  if (!format.ok()) return Usage(format.status());
+  setup.device = *device;
+  setup.format = *format;
+  setup.request.device = *device;
+  setup.request.replay = *replay;
+  setup.request.capacity = args.GetOr("capacity", "0.5");
+  setup.request.backend = args.GetOr("backend", "sim");
+  setup.request.check_invariants = args.Has("check-invariants");
+  setup.request.show_progress = true;
+  if (setup.request.backend != "sim") {
+    return Usage(absl::InvalidArgumentError(absl::StrFormat(
+        "--backend=%s is not in this build; available: sim", setup.request.backend)));
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> LoadWorkload(const Arguments& args, const DeviceConfig& device,
+                                    std::optional<ProgramInput>& program) {
+  absl::StatusOr<ProgramInput> input = ProgramInput::FromWorkload(
+      args.GetOr("workload", kDefaultWorkload), args.GetAll("workload-arg"), device.compute);
+  if (!input.ok()) return Usage(input.status());
+  program = std::move(*input);
+  return std::nullopt;
+}
+
+std::optional<Failure> LoadTrace(const std::string& path, std::optional<ProgramInput>& program) {
+  absl::StatusOr<ProgramInput> input = ProgramInput::FromTrace(path);
+  if (!input.ok()) return RunFailed(input.status());
+  program = std::move(*input);
+  return std::nullopt;
+}
+
+std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
+                                    const ProgramInput& program,
+                                    const std::vector<std::string>& policies) {
+  // Fail fast on a bad capacity before any run.
+  if (absl::StatusOr<uint64_t> frames =
+          ParseCapacityFrames(setup.request.capacity, program.summary().footprint_bytes);
+      !frames.ok()) {
+    return Usage(frames.status());
+  }
+  for (const std::string& spec : policies) {
+    const std::string name = SplitSpec(spec).first;
+    const PolicyRegistry::Entry* entry = Policies().Find(name);
+    if (entry == nullptr) {
+      return Usage(absl::InvalidArgumentError(absl::StrFormat(
+          "unknown policy '%s'; known: %s", name, Policies().Names())));
+    }
+    if (absl::StatusOr<ParamMap> params = ParamMap::Resolve(
+            entry->params, SplitSpec(spec).second, absl::StrCat("policy ", name));
+        !params.ok()) {
+      return Usage(params.status());
+    }
+  }
+  setup.request.program = &program;
+  std::vector<RunResult> results;
+  for (const std::string& spec : policies) {
+    setup.request.policy = spec;
+    absl::StatusOr<RunResult> result = ExecuteRun(setup.request);
+    if (!result.ok()) return RunFailed(result.status());
+    results.push_back(*result);
+  }
+  ctx.out << FormatRuns(results, setup.format);
+  return std::nullopt;
+}
+
+// The default comparison: the naive baseline first, the bound last.
+std::vector<std::string> DefaultPolicies() {
+  std::vector<std::string> names;
+  for (const PolicyRegistry::Entry* entry : Policies().Entries()) {
+    if (entry->name != "demand" && entry->name != "ideal") names.push_back(entry->name);
+  }
+  names.insert(names.begin(), "demand");
+  names.push_back("ideal");
+  return names;
+}
+
+// --- Commands ---------------------------------------------------------------
+
+std::optional<Failure> RunCommand(const Context& ctx) {
+  Setup setup;
+  if (auto failure = ResolveSetup(ctx.args, kDefaultDevice, setup)) return failure;
+  std::optional<ProgramInput> program;
+  if (auto failure = LoadWorkload(ctx.args, setup.device, program)) return failure;
+  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", "demand")});
+}
+
+std::optional<Failure> RecordCommand(const Context& ctx) {
+  const std::optional<std::string> output = ctx.args.Get("output");
+  if (!output.has_value()) {
+    return Usage(absl::InvalidArgumentError(
+        "umlab record needs --output=FILE.umt, the trace to write"));
+  }
+  Setup setup;
+  if (auto failure = ResolveSetup(ctx.args, kDefaultDevice, setup)) return failure;
+  std::optional<ProgramInput> program;
+  if (auto failure = LoadWorkload(ctx.args, setup.device, program)) return failure;
+  setup.request.record_path = *output;
+  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", "demand")});
+}
+
+std::optional<Failure> ReplayCommand(const Context& ctx) {
+  if (ctx.args.positional().size() != 1) {
+    return Usage(absl::InvalidArgumentError("umlab replay takes one trace: umlab replay FILE.umt"));
+  }
+  std::optional<ProgramInput> program;
+  if (auto failure = LoadTrace(ctx.args.positional()[0], program)) return failure;
+  const std::string device =
+      program->recorded_device().empty() ? kDefaultDevice : program->recorded_device();
+  Setup setup;
+  if (auto failure = ResolveSetup(ctx.args, device, setup)) return failure;
+  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", "demand")});
+}
+
+std::optional<Failure> CompareCommand(const Context& ctx) {
+  std::optional<ProgramInput> program;
+  std::string device = kDefaultDevice;
+  if (const std::optional<std::string> trace = ctx.args.Get("trace")) {
+    if (ctx.args.Has("workload")) {
+      return Usage(absl::InvalidArgumentError("give --workload or --trace, not both"));
+    }
+    if (auto failure = LoadTrace(*trace, program)) return failure;
+    if (!program->recorded_device().empty()) device = program->recorded_device();
+  }
+  Setup setup;
+  if (auto failure = ResolveSetup(ctx.args, device, setup)) return failure;
+  if (!program.has_value()) {
+    if (auto failure = LoadWorkload(ctx.args, setup.device, program)) return failure;
+  }
+  std::vector<std::string> policies;
+  for (const std::string& list : ctx.args.GetAll("policies")) {
+    for (std::string& spec : SplitPolicyList(list)) policies.push_back(std::move(spec));
+  }
+  if (policies.empty()) policies = DefaultPolicies();
+  return RunAndReport(ctx, setup, *program, policies);
+}
+
+std::optional<Failure> InspectCommand(const Context& ctx) {
+  if (ctx.args.positional().size() != 1) {
+    return Usage(absl::InvalidArgumentError("umlab inspect takes one trace: umlab inspect FILE.umt"));
+  }
+  const std::string& path = ctx.args.positional()[0];
+  absl::StatusOr<OutputFormat> format = ParseOutputFormat(ctx.args.GetOr("format", "table"));
+  if (!format.ok()) return Usage(format.status());
+  absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path);
+  if (!reader.ok()) return RunFailed(reader.status());
+  std::map<std::string, uint64_t> counts;
+  uint64_t faults = 0, migrated = 0, evicted = 0, pages = 0, iterations = 0, kernels = 0;
+  absl::flat_hash_map<uint32_t, std::string> names;
+  Event event;
+  while ((*reader)->Next(event)) {
+    ++counts[EventKindName(event.kind)];
+    switch (event.kind) {
+      case EventKind::kFault: ++faults; break;
+      case EventKind::kMigrate: migrated += event.size; break;
+      case EventKind::kEvict: evicted += event.size; break;
+      case EventKind::kAccess: pages += PagesSpanned(event.address, event.size); break;
+      case EventKind::kIterationBegin: ++iterations; break;
+      case EventKind::kKernelBegin: ++kernels; break;
+      case EventKind::kKernelDefine: names[event.exec_id] = event.name; break;
+      default: break;
+    }
+  }
+  if (!(*reader)->status().ok()) return RunFailed((*reader)->status());
+  if (*format == OutputFormat::kJson) {
+    std::string json = "{\"file\":\"" + path + "\",\"version\":" +
+                       absl::StrCat((*reader)->version()) + ",\"metadata\":{";
+    bool first = true;
+    for (const auto& [key, value] : (*reader)->metadata()) {
+      absl::StrAppend(&json, first ? "" : ",", "\"", key, "\":\"", value, "\"");
+      first = false;
+    }
+    json += "},\"events\":{";
+    first = true;
+    for (const auto& [kind, count] : counts) {
+      absl::StrAppend(&json, first ? "" : ",", "\"", kind, "\":", count);
+      first = false;
+    }
+    absl::StrAppendFormat(&json,
+                          "},\"iterations\":%d,\"kernels\":%d,\"distinct_kernels\":%d,"
+                          "\"page_accesses\":%d,\"faults\":%d,\"migrated_bytes\":%d,"
+                          "\"written_back_bytes\":%d}\n",
+                          iterations, kernels, names.size(), pages, faults, migrated, evicted);
+    ctx.out << json;
+    return std::nullopt;
+  }
+  ctx.out << absl::StrFormat("%s: umt version %d\n", path, (*reader)->version());
+  for (const auto& [key, value] : (*reader)->metadata()) {
+    ctx.out << absl::StrFormat("  %-16s %s\n", key, value);
+  }
+  ctx.out << "events:\n";
+  for (const auto& [kind, count] : counts) {
+    ctx.out << absl::StrFormat("  %-16s %d\n", kind, count);
+  }
+  ctx.out << absl::StrFormat(
+      "%d iterations, %d kernels (%d distinct), %d page accesses\n"
+      "recorded: %d faults, %s migrated, %s written back\n",
+      iterations, kernels, names.size(), pages, faults, FormatBytes(migrated),
+      FormatBytes(evicted));
+  return std::nullopt;
+}
+
+std::string FormatParams(const std::vector<ParamInfo>& params) {
+  std::string out;
+  for (const ParamInfo& p : params) {
+    out += absl::StrFormat("      %-18s %-7s default %-10s %s\n", p.name, ParamTypeName(p.type),
+                           p.default_value.empty() ? "\"\"" : p.default_value, p.help);
+  }
+  return out;
+}
+
+std::optional<Failure> PoliciesCommand(const Context& ctx) {
+  ctx.out << "policies (use --policy=NAME or NAME:key=value,key=value):\n";
+  for (const PolicyRegistry::Entry* entry : Policies().Entries()) {
+    ctx.out << absl::StrFormat("  %-16s %s\n", entry->name, entry->description);
+    ctx.out << FormatParams(entry->params);
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> WorkloadsCommand(const Context& ctx) {
+  if (const std::optional<std::string> name = ctx.args.Get("describe")) {
+    absl::StatusOr<DeviceConfig> device = ResolveDevice(ctx.args, kDefaultDevice);
+    if (!device.ok()) return Usage(device.status());
+    absl::StatusOr<ProgramInput> program =
+        ProgramInput::FromWorkload(*name, ctx.args.GetAll("workload-arg"), device->compute);
+    if (!program.ok()) return Usage(program.status());
+    const ProgramSummary& s = program->summary();
+    ctx.out << program->workload()->Describe();
+    ctx.out << absl::StrFormat(
+        "footprint (peak reserved, whole 2 MiB blocks): %s\n"
+        "%d iterations, %d kernels, %d page accesses, %.3f ms of compute on %s\n",
+        FormatBytes(s.footprint_bytes), s.iterations, s.kernels, s.accessed_pages,
+        static_cast<double>(s.compute_ns) / 1e6, device->name);
+    return std::nullopt;
+  }
+  ctx.out << "workloads (use --workload=NAME --workload-arg key=value):\n";
+  for (const WorkloadRegistry::Entry* entry : Workloads().Entries()) {
+    ctx.out << absl::StrFormat("  %-16s %s\n", entry->name, entry->description);
+    ctx.out << FormatParams(entry->params);
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> DevicesCommand(const Context& ctx) {
+  ctx.out << "device presets (use --device=NAME --device-param key=value):\n";
+  for (const std::string& name : DevicePresetNames()) {
+    ctx.out << "  " << name << "\n" << FormatParams(DeviceParams(*DevicePreset(name)));
+  }
+  return std::nullopt;
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* commands = new std::vector<Command>{
+      {"run", "[options]", "run one policy on a workload and report its metrics",
+       "Runs the program on the chosen backend with one policy.",
+       Join(ProgramOptions(), MachineOptions(), FormatOption(),
+            std::vector<OptionSpec>{{"policy", "SPEC", "policy, optionally with parameters "
+                                                       "(deepum:rows=1024)", "demand"}}),
+       RunCommand},
+      {"record", "--output=FILE.umt [options]",
+       "run like 'run' and write a .umt trace of the program and what was observed",
+       "The trace holds the program (allocations, kernels, accesses) and the faults, "
+       "migrations and evictions the backend saw. 'umlab replay' runs it again.",
+       Join(ProgramOptions(), MachineOptions(), FormatOption(),
+            std::vector<OptionSpec>{
+                {"policy", "SPEC", "policy to run while recording", "demand"},
+                {"output", "FILE", "the trace to write (written to FILE.tmp, then renamed)"}}),
+       RecordCommand},
+      {"replay", "FILE.umt [options]", "run a policy on the program a trace recorded",
+       "The device defaults to the one the trace was recorded for.",
+       Join(MachineOptions(), FormatOption(),
+            std::vector<OptionSpec>{{"policy", "SPEC", "policy to run", "demand"}}),
+       ReplayCommand},
+      {"compare", "[options]", "A/B compare policies on one workload or trace",
+       "Runs every policy on the same program, device and capacity, and prints one row "
+       "each. The first policy is the baseline for the speedup column.",
+       Join(ProgramOptions(), MachineOptions(), FormatOption(),
+            std::vector<OptionSpec>{
+                {"policies", "LIST",
+                 "comma-separated policy specs, e.g. demand,deepum:rows=1024,assoc=4",
+                 "demand, every other policy, ideal", true},
+                {"trace", "FILE", "compare on a recorded trace instead of a workload"}}),
+       CompareCommand},
+      {"inspect", "FILE.umt [--format=table|json]",
+       "check a trace end to end and summarise it", "Reads every chunk, so corruption "
+       "anywhere is reported (exit 1).",
+       std::vector<OptionSpec>{{"format", "FMT", "output: table or json", "table"}},
+       InspectCommand},
+      {"policies", "", "list the policies with their parameters and defaults", "",
+       {}, PoliciesCommand},
+      {"workloads", "[--describe NAME [--workload-arg K=V]]",
+       "list the workloads, or describe one's footprint", "",
+       std::vector<OptionSpec>{
+           {"describe", "NAME", "print the footprint and shape of one workload"},
+           {"workload-arg", "K=V", "workload parameter, with --describe", "", true},
+           {"device", "PRESET", "device preset, for compute times", kDefaultDevice},
+           {"device-param", "K=V", "override a preset value", "", true}},
+       WorkloadsCommand},
+      {"devices", "", "list the device presets and their parameters", "", {},
+       DevicesCommand},
+  };
+  return *commands;
+}
+
+std::string TopLevelHelp() {
+  std::string out =
+      "umlab: a research framework for GPU unified-memory management\n\n"
+      "usage: umlab COMMAND [options]    (umlab COMMAND --help for its options)\n\n"
+      "commands:\n";
+  for (const Command& command : Commands()) {
+    out += absl::StrFormat("  %-10s %s\n", command.name, command.summary);
+  }
+  out +=
+      "\nexit codes: 0 success, 1 a run or check failed, 2 a usage error\n"
+      "example: umlab compare --workload=mlp --capacity=0.5\n";
+  return out;
+}
+
+std::string CommandHelp(const Command& command) {
+  std::string out = absl::StrFormat("usage: umlab %s %s\n\n%s\n", command.name, command.usage,
+                                    command.summary);
+  if (!command.details.empty()) out += "\n" + command.details + "\n";
+  if (!command.options.empty()) out += "\noptions:\n" + FormatOptions(command.options);
+  return out;
+}
+
+}  // namespace
+
+int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (args.size() >= 2 && args[0] == "help") {
+      for (const Command& command : Commands()) {
+        if (command.name == args[1]) {
+          out << CommandHelp(command);
+          return kExitOk;
+        }
+      }
+      err << "umlab: unknown command '" << args[1] << "'; see 'umlab --help'\n";
+      return kExitUsage;
+    }
+    (args.empty() ? err : out) << TopLevelHelp();
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  const Command* command = nullptr;
+  for (const Command& candidate : Commands()) {
+    if (candidate.name == args[0]) command = &candidate;
+  }
+  if (command == nullptr) {
+    err << "umlab: unknown command '" << args[0] << "'; see 'umlab --help'\n";
+    return kExitUsage;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+      std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
+    out << CommandHelp(*command);
+    return kExitOk;
+  }
+  std::vector<OptionSpec> specs = command->options;
+  absl::StatusOr<Arguments> parsed =
+      ParseArguments(rest, specs, absl::StrCat("umlab ", command->name));
+  if (!parsed.ok()) {
+    err << "umlab " << command->name << ": " << parsed.status().message() << "\n";
+    return kExitUsage;
+  }
+  const bool takes_positional = command->name == "replay" || command->name == "inspect";
+  if (!takes_positional && !parsed->positional().empty()) {
+    err << "umlab " << command->name << ": unexpected argument '" << parsed->positional()[0]
+        << "'; see 'umlab " << command->name << " --help'\n";
+    return kExitUsage;
+  }
+  std::optional<Failure> failure = command->handler(Context{*parsed, out, err});
+  if (failure.has_value()) {
+    err << "umlab " << command->name << ": " << failure->message << "\n";
+    return failure->code;
+  }
+  return kExitOk;
+}
+
+}  // namespace umlab::cli

@@ -1,0 +1,77 @@
+// The Backend interface: what the fault-service engine needs from a device.
+//
+// Three implementations exist: sim (virtual time), uffd (real page faults,
+// no GPU) and cuda (the real UVM driver). The engine owns the decisions of
+// the fault-service pipeline; a backend only carries them out and reports
+// back through TransferListener.
+#ifndef UMLAB_CORE_BACKEND_H_
+#define UMLAB_CORE_BACKEND_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/types/span.h"
+#include "core/fault.h"
+#include "core/transfer.h"
+
+namespace umlab {
+
+// Told when a transfer has finished (data in place, or written back).
+class TransferListener {
+ public:
+  virtual ~TransferListener() = default;
+  virtual void OnTransferComplete(TransferId id) = 0;
+};
+
+// What the device knows about a block's pages that the engine cannot see:
+// which were touched and which were written since they were mapped.
+struct PageUse {
+  PageMask accessed;
+  PageMask dirty;
+};
+
+// How stalled accessors are woken after fault service (UVM's replay policy).
+enum class ReplayPolicy : uint8_t {
+  kBlock,  // as each block's migration lands, wake accessors of that block
+  kBatch,  // once the whole batch is serviced; pending duplicates are flushed
+  kOnce,   // only when the fault buffer has been drained
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+
+  // The engine registers itself before the run starts.
+  virtual void SetListener(TransferListener* listener) = 0;
+
+  // --- Fault stream ---
+  // Moves up to out.size() raw entries (duplicates included) out of the
+  // fault buffer, oldest first. Returns how many.
+  virtual size_t FetchFaults(absl::Span<FaultEntry> out) = 0;
+
+  // --- Data movement; asynchronous, completion through the listener ---
+  // Host->device: populate, copy `copy` and zero-fill the rest of `pages`,
+  // then map all of `pages`.
+  virtual void Migrate(const Transfer& transfer) = 0;
+  // Device->host: unmap `pages` now, write back `copy`, free the data.
+  virtual void Evict(const Transfer& transfer) = 0;
+
+  // --- Synchronous page-table operations ---
+  // Drop pages without write-back: the next touch sees a fresh page.
+  virtual void Invalidate(BlockNumber block, const PageMask& pages) = 0;
+  // What was touched and written since the pages were mapped.
+  virtual PageUse QueryUse(BlockNumber block) const = 0;
+
+  // Wake stalled accessors, no earlier than `not_before`. `block` limits a
+  // kBlock replay to one block's accessors; other policies wake everyone.
+  virtual void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) = 0;
+
+  // The backend's clock: virtual time for sim, wall time since start otherwise.
+  virtual Nanos Now() const = 0;
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_BACKEND_H_

@@ -1,0 +1,516 @@
+#include "core/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace umlab {
+namespace {
+
+// Clears the inactive bit of every page [address, address+size) touches, or
+// sets it on every page it covers whole. A page shared with a live neighbour
+// stays active: invalidating it would lose that neighbour's bytes.
+template <typename Fn>
+void ForEachBlockRange(uint64_t address, uint64_t size, bool whole_pages_only, Fn fn) {
+  if (size == 0) return;
+  uint64_t first = address / kPageSize;
+  uint64_t end = (address + size + kPageSize - 1) / kPageSize;  // exclusive
+  if (whole_pages_only) {
+    first = (address + kPageSize - 1) / kPageSize;
+    end = (address + size) / kPageSize;
+  }
+  for (uint64_t page = first; page < end;) {
+    const BlockNumber block = BlockOfPage(page);
+    const uint64_t block_end = FirstPageOfBlock(block + 1);
+    const uint64_t stop = std::min(end, block_end);
+    fn(block, PageRangeMask(PageIndexInBlock(page), static_cast<int>(stop - page)));
+    page = stop;
+  }
+}
+
+IterationStats Snapshot(const RunStats& stats) {
+  IterationStats s;
+  s.faults = stats.faults;
+  s.h2d_bytes = stats.h2d_bytes;
+  s.d2h_bytes = stats.d2h_bytes;
+  s.faulted_pages = stats.faulted_pages;
+  s.prefetch_bytes = stats.prefetch_bytes;
+  s.evicted_bytes = stats.evicted_bytes;
+  s.stall_ns = stats.stall_ns;
+  return s;
+}
+
+// Consecutive fruitless batches before the engine declares a deadlock. A
+// policy may refuse victims for a while (say, pinned thrashing blocks), so
+// one fruitless batch proves nothing.
+constexpr int kFruitlessBatchLimit = 1000;
+
+}  // namespace
+
+Engine::Engine(Backend& backend, Policy& policy, uint64_t capacity_frames,
+               const EngineConfig& config)
+    : backend_(backend),
+      policy_(policy),
+      config_(config),
+      unlimited_(policy.UnlimitedCapacity()),
+      memory_(policy.UnlimitedCapacity() ? UINT64_MAX / 2 : capacity_frames) {
+  config_.batch_size = std::max(1, config_.batch_size);
+  raw_batch_.resize(config_.batch_size);
+  policy_.Bind(this);
+  backend_.SetListener(this);
+}
+
+// ---------------------------------------------------------------------------
+// Program events.
+
+void Engine::OnProgramEvent(const Event& event) {
+  switch (event.kind) {
+    case EventKind::kIterationBegin:
+      BeginIteration(event.iteration);
+      break;
+    case EventKind::kAlloc:
+    case EventKind::kFree:
+    case EventKind::kActivate:
+    case EventKind::kDeactivate:
+      ApplyAllocatorEvent(event);
+      policy_.OnAllocatorEvent(event);
+      break;
+    case EventKind::kKernelBegin:
+      current_exec_id_ = event.exec_id;
+      ++stats_.kernels;
+      stats_.ideal_time_ns += event.duration_ns;
+      policy_.OnKernelBegin(event.exec_id);
+      break;
+    case EventKind::kKernelEnd:
+      policy_.OnKernelEnd(event.exec_id);
+      current_exec_id_ = 0;
+      break;
+    default:
+      return;  // accesses and observed events are the backend's business
+  }
+  PumpPrefetches();
+  MaybeCheckInvariants();
+}
+
+void Engine::ApplyAllocatorEvent(const Event& event) {
+  switch (event.kind) {
+    case EventKind::kAlloc:
+      // Fresh managed memory has no valid copy anywhere: first touch
+      // populates it on the device with no transfer, as UVM does.
+      ForEachBlockRange(event.address, event.size, false,
+                        [&](BlockNumber number, const PageMask& pages) {
+                          BlockState& block = memory_.Get(number);
+                          block.invalid |= pages & ~block.resident & ~block.in_flight;
+                          block.inactive &= ~pages;
+                        });
+      break;
+    case EventKind::kFree:
+      // The segment goes back to the device: its pages are dropped, no
+      // write-back, and an emptied block gives its frame back.
+      ForEachBlockRange(event.address, event.size, false,
+                        [&](BlockNumber number, const PageMask& pages) {
+                          BlockState& block = memory_.Get(number);
+                          const PageMask dropped = block.resident & pages;
+                          if (dropped.any()) {
+                            backend_.Invalidate(number, dropped);
+                            block.resident &= ~dropped;
+                            block.prefetched &= ~dropped;
+                            stats_.invalidated_bytes += MaskBytes(dropped);
+                            Record(EventKind::kInvalidate, number, MaskBytes(dropped), 0);
+                          }
+                          block.invalid |= pages & ~block.in_flight;
+                          if (block.has_frame && block.resident.none() &&
+                              block.in_flight.none() && block.transfers_in_flight == 0) {
+                            memory_.ReleaseFrame(block);
+                          }
+                        });
+      NoteFreeSpace();
+      break;
+    case EventKind::kActivate:
+      ForEachBlockRange(event.address, event.size, false,
+                        [&](BlockNumber number, const PageMask& pages) {
+                          memory_.Get(number).inactive &= ~pages;
+                        });
+      break;
+    case EventKind::kDeactivate:
+      ForEachBlockRange(event.address, event.size, true,
+                        [&](BlockNumber number, const PageMask& pages) {
+                          memory_.Get(number).inactive |= pages;
+                        });
+      break;
+    default:
+      break;
+  }
+}
+
+void Engine::BeginIteration(uint64_t /*index*/) {
+  CloseIteration();
+  in_iteration_ = true;
+  iteration_start_ = Snapshot(stats_);
+  iteration_start_ns_ = backend_.Now();
+}
+
+void Engine::CloseIteration() {
+  if (!in_iteration_) return;
+  const IterationStats now = Snapshot(stats_);
+  IterationStats it;
+  it.faults = now.faults - iteration_start_.faults;
+  it.h2d_bytes = now.h2d_bytes - iteration_start_.h2d_bytes;
+  it.d2h_bytes = now.d2h_bytes - iteration_start_.d2h_bytes;
+  it.faulted_pages = now.faulted_pages - iteration_start_.faulted_pages;
+  it.prefetch_bytes = now.prefetch_bytes - iteration_start_.prefetch_bytes;
+  it.evicted_bytes = now.evicted_bytes - iteration_start_.evicted_bytes;
+  it.stall_ns = now.stall_ns - iteration_start_.stall_ns;
+  it.time_ns = backend_.Now() - iteration_start_ns_;
+  stats_.per_iteration.push_back(it);
+  in_iteration_ = false;
+}
+
+void Engine::Finish() {
+  // Prefetched pages still resident count as useful if they were touched.
+  for (const BlockState& block : memory_.blocks()) {
+    if (block.prefetched.none()) continue;
+    const PageUse use = backend_.QueryUse(block.number);
+    stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & use.accessed);
+  }
+  CloseIteration();
+}
+
+// ---------------------------------------------------------------------------
+// Fault service.
+
+void Engine::ServiceFaults() {
+  if (servicing_) return;
+  const size_t count = backend_.FetchFaults(absl::MakeSpan(raw_batch_));
+  if (count == 0) {
+    if (replay_owed_) {
+      replay_owed_ = false;
+      backend_.Replay(ReplayPolicy::kOnce, 0, batch_start_ns_ + config_.fault_latency_ns);
+    }
+    PumpPrefetches();
+    MaybeCheckInvariants();
+    return;
+  }
+  ServiceBatch(count);
+  MaybeCheckInvariants();
+}
+
+void Engine::ServiceBatch(size_t count) {
+  servicing_ = true;
+  batch_lacked_frames_ = false;
+  batch_issued_ = false;
+  batch_start_ns_ = backend_.Now();
+  ++stats_.fault_batches;
+  stats_.faults += count;
+
+  // Preprocess: sort by page (stable on arrival, so the first entry of a
+  // page wins), drop duplicates, group by block.
+  sorted_batch_.assign(raw_batch_.begin(), raw_batch_.begin() + count);
+  std::stable_sort(sorted_batch_.begin(), sorted_batch_.end(),
+                   [](const FaultEntry& a, const FaultEntry& b) { return a.page < b.page; });
+  faulted_blocks_.clear();
+  PageNumber previous = UINT64_MAX;
+  for (const FaultEntry& entry : sorted_batch_) {
+    const bool duplicate = entry.page == previous;
+    previous = entry.page;
+    const BlockNumber block = BlockOfPage(entry.page);
+    if (faulted_blocks_.empty() || faulted_blocks_.back().block != block) {
+      faulted_blocks_.push_back(FaultedBlock{block, PageMask(), PageMask()});
+    }
+    FaultedBlock& faulted = faulted_blocks_.back();
+    const int index = PageIndexInBlock(entry.page);
+    if (!duplicate) {
+      faulted.pages.set(index);
+      ++stats_.faulted_pages;
+    }
+    if (entry.access != AccessType::kRead) faulted.write_pages.set(index);
+  }
+
+  policy_.OnFaultBatch(FaultBatch{batch_start_ns_,
+                                  absl::MakeConstSpan(raw_batch_.data(), count),
+                                  faulted_blocks_});
+  for (const FaultedBlock& faulted : faulted_blocks_) ServiceBlock(faulted);
+  if (batch_outstanding_.empty()) FinishBatch();
+}
+
+void Engine::ServiceBlock(const FaultedBlock& faulted) {
+  BlockState& block = memory_.Get(faulted.block);
+  // Pages on their way already (a prefetch, or an earlier batch): wait for
+  // those transfers rather than moving the data twice.
+  const PageMask arriving = faulted.pages & block.in_flight;
+  if (arriving.any()) {
+    for (const auto& [id, inflight] : inflight_) {
+      const Transfer& transfer = inflight.transfer;
+      if (transfer.block == faulted.block && transfer.kind != TransferKind::kEviction &&
+          (transfer.pages & arriving).any()) {
+        batch_outstanding_.insert(id);
+      }
+    }
+  }
+  const PageMask missing = faulted.pages & ~block.resident & ~block.in_flight;
+  if (missing.none()) return;
+
+  const PageMask wanted =
+      (policy_.ExpandFault(faulted.block, missing) | missing) & ~block.resident &
+      ~block.in_flight;
+  std::optional<TransferId> after = ObtainFrame(block, VictimReason::kFault);
+  if (!after.has_value()) {
+    batch_lacked_frames_ = true;  // the accessors fault again after replay
+    return;
+  }
+  const TransferId id = IssueMigration(block, wanted, wanted & ~missing,
+                                       TransferKind::kFaultMigration, *after);
+  batch_outstanding_.insert(id);
+  batch_issued_ = true;
+}
+
+void Engine::FinishBatch() {
+  servicing_ = false;
+  // A batch that found no frame, with nothing in flight or queued that could
+  // free one, will be followed by the same batch forever.
+  const bool fruitless = batch_lacked_frames_ && !batch_issued_ && inflight_.empty() &&
+                         pre_evict_queue_.empty();
+  fruitless_batches_ = fruitless ? fruitless_batches_ + 1 : 0;
+  if (fruitless_batches_ > kFruitlessBatchLimit && health_.ok()) {
+    health_ = absl::FailedPreconditionError(absl::StrFormat(
+        "deadlock: %d fault batches in a row found no frame and nothing is in flight "
+        "(the policy refuses every victim, or the capacity of %d frames is too small)",
+        fruitless_batches_, memory_.capacity_frames()));
+    return;
+  }
+  const Nanos not_before = batch_start_ns_ + config_.fault_latency_ns;
+  if (config_.replay == ReplayPolicy::kOnce) {
+    replay_owed_ = true;
+  } else {
+    // kBlock has woken each block's accessors already; this catches the
+    // accessors whose faults could not be serviced, so they fault again.
+    backend_.Replay(ReplayPolicy::kBatch, 0, not_before);
+  }
+  ServiceFaults();
+}
+
+std::optional<TransferId> Engine::ObtainFrame(BlockState& block, VictimReason reason) {
+  TransferId after = 0;
+  // The block's own data may still be on its way back to the host.
+  if (block.last_eviction != 0 && inflight_.contains(block.last_eviction)) {
+    after = block.last_eviction;
+  }
+  if (block.has_frame) return after;
+  if (!unlimited_ && memory_.free_frames() == 0) {
+    std::optional<BlockNumber> victim =
+        policy_.ChooseVictim(VictimQuery{reason, block.number});
+    BlockState* state = victim.has_value() ? memory_.FindMutable(*victim) : nullptr;
+    if (state == nullptr || !state->Evictable() || state->number == block.number) {
+      return std::nullopt;
+    }
+    // Evictions leave in issue order on the device-to-host link, so the
+    // newest one we depend on is the last to finish.
+    after = std::max(after, EvictBlock(*state));
+  }
+  memory_.ClaimFrame(block, backend_.Now());
+  stats_.peak_used_frames = std::max<uint64_t>(stats_.peak_used_frames,
+                                               memory_.used_frames());
+  NoteFreeSpace();
+  return after;
+}
+
+TransferId Engine::EvictBlock(BlockState& victim) {
+  const PageMask pages = victim.resident;
+  const PageMask drop = policy_.PagesToDrop(victim) & pages;
+  const PageUse use = backend_.QueryUse(victim.number);
+  Transfer transfer;
+  transfer.id = next_transfer_id_++;
+  transfer.kind = TransferKind::kEviction;
+  transfer.block = victim.number;
+  transfer.pages = pages;
+  transfer.copy = pages & use.dirty & ~drop;
+  transfer.not_before = backend_.Now();
+
+  stats_.evictions += 1;
+  stats_.evicted_bytes += MaskBytes(pages);
+  stats_.invalidated_bytes += MaskBytes(drop);
+  stats_.d2h_bytes += transfer.copy_bytes();
+  stats_.prefetch_useful_bytes += MaskBytes(victim.prefetched & use.accessed);
+
+  victim.invalid |= drop;
+  victim.resident.reset();
+  victim.prefetched.reset();
+  victim.pinned = false;
+  victim.transfers_in_flight += 1;
+  victim.last_eviction = transfer.id;
+  memory_.ReleaseFrame(victim);
+  inflight_.emplace(transfer.id, InFlight{transfer, PageMask()});
+
+  if (drop.any()) Record(EventKind::kInvalidate, victim.number, MaskBytes(drop), 0);
+  Record(EventKind::kEvict, victim.number, transfer.copy_bytes(), 0);
+  backend_.Evict(transfer);
+  policy_.OnEvicted(victim.number, pages);
+  return transfer.id;
+}
+
+TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
+                                  const PageMask& prefetched, TransferKind kind,
+                                  TransferId after) {
+  Transfer transfer;
+  transfer.id = next_transfer_id_++;
+  transfer.kind = kind;
+  transfer.block = block.number;
+  transfer.pages = pages;
+  transfer.copy = pages & ~block.invalid;
+  transfer.not_before = kind == TransferKind::kFaultMigration
+                            ? batch_start_ns_ + config_.fault_latency_ns
+                            : backend_.Now();
+  transfer.after = after;
+
+  const PageMask copied_prefetch = transfer.copy & prefetched;
+  stats_.h2d_bytes += transfer.copy_bytes();
+  stats_.prefetch_bytes += MaskBytes(copied_prefetch);
+  stats_.fault_migrated_bytes += transfer.copy_bytes() - MaskBytes(copied_prefetch);
+  stats_.zero_filled_bytes += MaskBytes(pages & block.invalid);
+
+  block.invalid &= ~pages;
+  block.in_flight |= pages;
+  block.transfers_in_flight += 1;
+  memory_.TouchMigrated(block, backend_.Now());
+  inflight_.emplace(transfer.id, InFlight{transfer, copied_prefetch});
+  if (kind == TransferKind::kPrefetch) ++prefetches_in_flight_;
+
+  Record(EventKind::kMigrate, block.number, transfer.copy_bytes(),
+         static_cast<uint8_t>(kind == TransferKind::kFaultMigration
+                                  ? MigrationCause::kFault
+                                  : MigrationCause::kPrefetch));
+  backend_.Migrate(transfer);
+  return transfer.id;
+}
+
+void Engine::OnTransferComplete(TransferId id) {
+  auto it = inflight_.find(id);
+  if (it == inflight_.end()) return;
+  const Transfer transfer = it->second.transfer;
+  const PageMask prefetched = it->second.prefetched;
+  inflight_.erase(it);
+  BlockState& block = memory_.Get(transfer.block);
+  block.transfers_in_flight -= 1;
+
+  if (transfer.kind != TransferKind::kEviction) {
+    block.in_flight &= ~transfer.pages;
+    block.resident |= transfer.pages;
+    block.prefetched |= prefetched;
+    if (transfer.kind == TransferKind::kPrefetch) --prefetches_in_flight_;
+    policy_.OnMigrated(transfer.block, transfer.pages, transfer.kind);
+  }
+  if (batch_outstanding_.erase(id) > 0) {
+    if (config_.replay == ReplayPolicy::kBlock) {
+      backend_.Replay(ReplayPolicy::kBlock, transfer.block,
+                      batch_start_ns_ + config_.fault_latency_ns);
+    }
+    if (batch_outstanding_.empty() && servicing_) FinishBatch();
+  }
+  PumpPrefetches();
+  MaybeCheckInvariants();
+}
+
+// ---------------------------------------------------------------------------
+// Prefetch and pre-eviction.
+
+void Engine::Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id) {
+  if (pages.none()) return;
+  ++stats_.prefetch_requests;
+  prefetch_queue_.push_back(PrefetchRequest{block, pages, exec_id});
+}
+
+void Engine::CancelPrefetches() { prefetch_queue_.clear(); }
+
+void Engine::PreEvict(BlockNumber block) { pre_evict_queue_.push_back(block); }
+
+void Engine::SetPinned(BlockNumber block, bool pinned) {
+  memory_.Get(block).pinned = pinned;
+}
+
+void Engine::PumpPrefetches() {
+  while (!pre_evict_queue_.empty()) {
+    BlockState* victim = memory_.FindMutable(pre_evict_queue_.front());
+    pre_evict_queue_.pop_front();
+    if (victim != nullptr && victim->Evictable()) {
+      EvictBlock(*victim);
+      ++stats_.pre_evictions;
+      NoteFreeSpace();
+    }
+  }
+  while (prefetches_in_flight_ < config_.prefetch_inflight_limit &&
+         !prefetch_queue_.empty()) {
+    const PrefetchRequest request = prefetch_queue_.front();
+    prefetch_queue_.pop_front();
+    BlockState& block = memory_.Get(request.block);
+    const PageMask pages = request.pages & ~block.resident & ~block.in_flight;
+    if (pages.none()) continue;
+    std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
+    if (!after.has_value()) {
+      ++stats_.prefetches_dropped;
+      continue;
+    }
+    IssueMigration(block, pages, pages, TransferKind::kPrefetch, *after);
+  }
+}
+
+void Engine::NoteFreeSpace() {
+  const uint64_t free = memory_.free_frames();
+  if (free == last_free_frames_) return;
+  last_free_frames_ = free;
+  policy_.OnFreeSpaceChanged(free);
+}
+
+void Engine::Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t cause) {
+  if (recorder_ == nullptr) return;
+  Event event;
+  event.kind = kind;
+  event.address = block * kBlockSize;
+  event.size = bytes;
+  event.cause = cause;
+  event.time_ns = backend_.Now();
+  recorder_->Record(event);
+}
+
+// ---------------------------------------------------------------------------
+// Invariants.
+
+absl::Status Engine::CheckInvariants() const {
+  uint64_t frames = 0;
+  for (const BlockState& block : memory_.blocks()) {
+    if ((block.resident & block.invalid).any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x has %d pages both resident and invalid", block.number * kBlockSize,
+          (block.resident & block.invalid).count()));
+    }
+    if ((block.resident & block.in_flight).any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x has pages both resident and in flight", block.number * kBlockSize));
+    }
+    if ((block.resident | block.in_flight).any() && !block.has_frame) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x holds pages without a frame", block.number * kBlockSize));
+    }
+    if (block.has_frame) ++frames;
+  }
+  if (frames != memory_.used_frames()) {
+    return absl::InternalError(absl::StrFormat("frame count %d, but %d blocks hold frames",
+                                               memory_.used_frames(), frames));
+  }
+  if (!unlimited_ && frames > memory_.capacity_frames()) {
+    return absl::InternalError(absl::StrFormat(
+        "resident frames %d exceed the capacity of %d", frames, memory_.capacity_frames()));
+  }
+  if (stats_.h2d_bytes != stats_.fault_migrated_bytes + stats_.prefetch_bytes) {
+    return absl::InternalError(absl::StrFormat(
+        "bytes not conserved: h2d %d != faulted-in %d + prefetched %d", stats_.h2d_bytes,
+        stats_.fault_migrated_bytes, stats_.prefetch_bytes));
+  }
+  return absl::OkStatus();
+}
+
+void Engine::MaybeCheckInvariants() {
+  if (!config_.check_invariants || !invariant_status_.ok()) return;
+  invariant_status_ = CheckInvariants();
+}
+
+}  // namespace umlab

@@ -1,0 +1,169 @@
+// The fault-service engine: the UVM driver's pipeline, backend-independent.
+//
+//   1. Fetch up to `batch_size` raw entries from the backend's fault buffer.
+//   2. Preprocess: drop duplicates, group by 2 MB block, order by address.
+//   3. For each faulted block: find a frame (evicting the policy's victim,
+//      writing back dirty pages and dropping what the policy invalidates),
+//      then migrate the faulted pages plus what the policy adds, and map.
+//   4. Replay: wake stalled accessors (per block, per batch or once).
+//   5. Between batches, issue the policy's pre-evictions and prefetches;
+//      faults always come first, on the link and in the engine.
+//
+// The engine is single-threaded: a backend calls it from its event loop
+// (sim) or from one service thread (uffd, cuda).
+#ifndef UMLAB_CORE_ENGINE_H_
+#define UMLAB_CORE_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "core/backend.h"
+#include "core/event.h"
+#include "core/event_sink.h"
+#include "core/memory_state.h"
+#include "core/policy.h"
+#include "core/run_stats.h"
+
+namespace umlab {
+
+struct EngineConfig {
+  // UVM's uvm_perf_fault_batch_count.
+  int batch_size = 256;
+  // UVM's default replay policy is BATCH_FLUSH.
+  ReplayPolicy replay = ReplayPolicy::kBatch;
+  // Time from fetching a batch to the first migration: the fault-handling
+  // latency (G10 Table 2 uses 45 us per far fault; faults of one batch are
+  // handled together).
+  Nanos fault_latency_ns = 45000;
+  // Prefetch migrations in flight at once. Bounds how far prefetching can run
+  // ahead of the fault path and keeps frames from being claimed too early.
+  int prefetch_inflight_limit = 4;
+  // Check the invariants after every engine step (tests turn this on).
+  bool check_invariants = false;
+};
+
+class Engine final : public TransferListener, private PolicyContext {
+ public:
+  Engine(Backend& backend, Policy& policy, uint64_t capacity_frames,
+         const EngineConfig& config);
+
+  // Every program event the backend executes passes through here, in order:
+  // allocator events, kernel begin/end and iteration markers.
+  void OnProgramEvent(const Event& event);
+
+  // Faults are waiting: service a batch unless one is being serviced.
+  void ServiceFaults();
+  bool servicing() const { return servicing_; }
+
+  void OnTransferComplete(TransferId id) override;
+
+  // No transfer of the engine's is still running.
+  bool Quiescent() const { return inflight_.empty(); }
+
+  // End of run: counts prefetched pages still resident and closes the last
+  // iteration at `now`.
+  void Finish();
+
+  const RunStats& stats() const { return stats_; }
+  RunStats& mutable_stats() { return stats_; }
+  const MemoryState& memory_state() const { return memory_; }
+  uint64_t capacity_frames() const { return memory_.capacity_frames(); }
+
+  // Not OK once the engine has seen it cannot make progress: faults that no
+  // frame can be found for, with nothing in flight that could change that.
+  const absl::Status& health() const { return health_; }
+
+  // The first invariant violation seen (checks run when configured).
+  const absl::Status& invariant_status() const { return invariant_status_; }
+  // Checks the invariants now.
+  absl::Status CheckInvariants() const;
+
+  // Observed migrations, evictions and invalidations go here (may be null).
+  void set_recorder(EventSink* recorder) { recorder_ = recorder; }
+
+ private:
+  struct PrefetchRequest {
+    BlockNumber block;
+    PageMask pages;
+    uint32_t exec_id;
+  };
+
+  // PolicyContext.
+  const MemoryView& memory() const override { return memory_; }
+  Nanos now() const override { return backend_.Now(); }
+  uint32_t current_exec_id() const override { return current_exec_id_; }
+  void Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id) override;
+  void CancelPrefetches() override;
+  size_t queued_prefetches() const override { return prefetch_queue_.size(); }
+  void PreEvict(BlockNumber block) override;
+  void SetPinned(BlockNumber block, bool pinned) override;
+
+  void ServiceBatch(size_t count);
+  void ServiceBlock(const FaultedBlock& faulted);
+  void FinishBatch();
+  // Gives `block` a frame, evicting if needed. Returns the eviction the
+  // migration must wait for (0: none), or nullopt if no frame can be had.
+  std::optional<TransferId> ObtainFrame(BlockState& block, VictimReason reason);
+  TransferId EvictBlock(BlockState& victim);
+  TransferId IssueMigration(BlockState& block, const PageMask& pages,
+                            const PageMask& prefetched, TransferKind kind,
+                            TransferId after);
+  void PumpPrefetches();
+  void ApplyAllocatorEvent(const Event& event);
+  void BeginIteration(uint64_t index);
+  void CloseIteration();
+  void NoteFreeSpace();
+  void Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t cause);
+  void MaybeCheckInvariants();
+  bool CapacityUnlimited() const { return unlimited_; }
+
+  Backend& backend_;
+  Policy& policy_;
+  EngineConfig config_;
+  bool unlimited_;
+  MemoryState memory_;
+  RunStats stats_;
+  EventSink* recorder_ = nullptr;
+
+  // A transfer in flight, and which of its pages were brought ahead of need.
+  struct InFlight {
+    Transfer transfer;
+    PageMask prefetched;
+  };
+
+  TransferId next_transfer_id_ = 1;
+  absl::flat_hash_map<TransferId, InFlight> inflight_;
+
+  // The batch in service.
+  bool servicing_ = false;
+  bool replay_owed_ = false;
+  Nanos batch_start_ns_ = 0;
+  absl::flat_hash_set<TransferId> batch_outstanding_;
+  std::vector<FaultEntry> raw_batch_;
+  std::vector<FaultEntry> sorted_batch_;
+  std::vector<FaultedBlock> faulted_blocks_;
+
+  std::deque<PrefetchRequest> prefetch_queue_;
+  std::deque<BlockNumber> pre_evict_queue_;
+  int prefetches_in_flight_ = 0;
+
+  uint32_t current_exec_id_ = 0;
+  bool in_iteration_ = false;
+  IterationStats iteration_start_;  // counters when the iteration began
+  Nanos iteration_start_ns_ = 0;
+  uint64_t last_free_frames_ = UINT64_MAX;
+
+  absl::Status invariant_status_;
+  absl::Status health_;
+  bool batch_lacked_frames_ = false;
+  bool batch_issued_ = false;
+  int fruitless_batches_ = 0;
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_ENGINE_H_

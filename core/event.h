@@ -1,0 +1,61 @@
+// The events a workload program is made of, and the events a backend
+// observes while running one. A program is a stream of these; a `.umt` trace
+// stores them; every backend consumes them.
+#ifndef UMLAB_CORE_EVENT_H_
+#define UMLAB_CORE_EVENT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/memory_units.h"
+
+namespace umlab {
+
+enum class AccessType : uint8_t { kRead = 0, kWrite = 1, kAtomic = 2 };
+
+enum class EventKind : uint8_t {
+  // --- Program events: what the workload does. ---
+  kIterationBegin = 1,  // a = iteration index (0-based)
+  kAlloc = 2,           // [address, address+size) reserved from the device (a segment)
+  kFree = 3,            // [address, address+size) returned to the device
+  kActivate = 4,        // the allocator hands [address, address+size) to a tensor
+  kDeactivate = 5,      // the allocator frees that range: its bytes are now garbage
+  kKernelDefine = 6,    // exec_id gets `name`; precedes the first begin of that id
+  kKernelBegin = 7,     // exec_id starts; `duration_ns` is its pure compute time
+  kAccess = 8,          // the running kernel touches [address, address+size)
+  kKernelEnd = 9,       // exec_id ends
+  // --- Observed events: what a backend saw while running the program. ---
+  kFault = 16,       // a fault-buffer entry: address (page), access, sm, time_ns
+  kMigrate = 17,     // size bytes moved host->device into block at address
+  kEvict = 18,       // size bytes written back device->host from block at address
+  kInvalidate = 19,  // size bytes dropped without write-back from block at address
+};
+
+// Why a migration happened, carried in Event::cause for kMigrate.
+enum class MigrationCause : uint8_t { kFault = 0, kPrefetch = 1 };
+
+// One event. Fields that a kind does not use are zero. Kept flat (no
+// variant) because the simulator copies millions of them.
+struct Event {
+  EventKind kind = EventKind::kIterationBegin;
+  AccessType access = AccessType::kRead;  // kAccess, kFault
+  uint8_t cause = 0;                      // kMigrate: a MigrationCause
+  uint32_t exec_id = 0;                   // kernel events, kFault
+  uint32_t sm = 0;                        // kFault: the faulting SM
+  uint64_t address = 0;                   // bytes
+  uint64_t size = 0;                      // bytes
+  uint64_t iteration = 0;                 // kIterationBegin
+  Nanos duration_ns = 0;                  // kKernelBegin: compute time
+  Nanos time_ns = 0;                      // observed events: when it happened
+  std::string name;                       // kKernelDefine only
+
+  bool IsProgramEvent() const { return static_cast<uint8_t>(kind) < 16; }
+  bool operator==(const Event&) const = default;
+};
+
+// Human-readable name of a kind, for `inspect` and error messages.
+const char* EventKindName(EventKind kind);
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_EVENT_H_

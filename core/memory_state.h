@@ -1,0 +1,104 @@
+// The engine's record of where every page lives: per 2 MB block, which pages
+// are resident, in flight, inactive (freed by the allocator) or invalid (no
+// valid copy anywhere), plus the order in which blocks were last migrated.
+//
+// Policies see it read-only through MemoryView; only the engine mutates it.
+#ifndef UMLAB_CORE_MEMORY_STATE_H_
+#define UMLAB_CORE_MEMORY_STATE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "core/memory_units.h"
+#include "core/page_mask.h"
+#include "core/transfer.h"
+
+namespace umlab {
+
+struct BlockState {
+  BlockNumber number = 0;
+  PageMask resident;           // on the device and mapped
+  PageMask in_flight;          // being migrated to the device
+  PageMask inactive;           // the allocator says the bytes are free
+  PageMask invalid;            // no valid copy anywhere: populating zero-fills
+  PageMask prefetched;         // made resident by a prefetch this residency
+  bool has_frame = false;      // holds a 2 MB device frame
+  bool pinned = false;         // a policy forbids evicting it
+  Nanos last_migrated_ns = -1; // when a migration into it last started
+  int transfers_in_flight = 0; // migrations or evictions not yet finished
+  TransferId last_eviction = 0;  // the newest eviction of this block (0: none)
+
+  // Holds a frame and may give it up now.
+  bool Evictable() const { return has_frame && transfers_in_flight == 0 && !pinned; }
+};
+
+// Read-only access for policies.
+class MemoryView {
+ public:
+  virtual ~MemoryView() = default;
+
+  // nullptr if the block was never allocated, faulted or migrated.
+  virtual const BlockState* Find(BlockNumber block) const = 0;
+
+  virtual uint64_t capacity_frames() const = 0;
+  virtual uint64_t used_frames() const = 0;
+  uint64_t free_frames() const {
+    return used_frames() >= capacity_frames() ? 0 : capacity_frames() - used_frames();
+  }
+
+  // Blocks holding frames, least recently migrated first, until `visit`
+  // returns false.
+  virtual void ForEachByMigrationAge(
+      absl::FunctionRef<bool(const BlockState&)> visit) const = 0;
+
+  // The least recently migrated evictable block other than `except` for
+  // which `eligible` holds: the UVM driver's default victim.
+  std::optional<BlockNumber> LeastRecentlyMigrated(
+      absl::FunctionRef<bool(const BlockState&)> eligible,
+      std::optional<BlockNumber> except = std::nullopt) const;
+};
+
+class MemoryState : public MemoryView {
+ public:
+  explicit MemoryState(uint64_t capacity_frames) : capacity_frames_(capacity_frames) {}
+
+  const BlockState* Find(BlockNumber block) const override;
+  uint64_t capacity_frames() const override { return capacity_frames_; }
+  uint64_t used_frames() const override { return used_frames_; }
+  void ForEachByMigrationAge(
+      absl::FunctionRef<bool(const BlockState&)> visit) const override;
+
+  // Finds or creates the record of a block.
+  BlockState& Get(BlockNumber block);
+  BlockState* FindMutable(BlockNumber block);
+
+  // Frame bookkeeping. ClaimFrame puts the block at the young end of the
+  // migration order; Touch moves it there on a later migration.
+  void ClaimFrame(BlockState& block, Nanos now);
+  void ReleaseFrame(BlockState& block);
+  void TouchMigrated(BlockState& block, Nanos now);
+
+  size_t block_count() const { return blocks_.size(); }
+  // Every block, in creation order (for checks and end-of-run accounting).
+  const std::vector<BlockState>& blocks() const { return blocks_; }
+
+ private:
+  void Unlink(uint32_t index);
+  void LinkYoungest(uint32_t index);
+
+  static constexpr uint32_t kNone = UINT32_MAX;
+  uint64_t capacity_frames_;
+  uint64_t used_frames_ = 0;
+  std::vector<BlockState> blocks_;
+  absl::flat_hash_map<BlockNumber, uint32_t> index_;
+  // Doubly linked migration order over blocks with frames, by index.
+  std::vector<uint32_t> older_, younger_;
+  uint32_t oldest_ = kNone, youngest_ = kNone;
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_MEMORY_STATE_H_

@@ -1,0 +1,36 @@
+// A set of pages within one 2 MB block: one bit per 4 KB page.
+#ifndef UMLAB_CORE_PAGE_MASK_H_
+#define UMLAB_CORE_PAGE_MASK_H_
+
+#include <bitset>
+#include <cstdint>
+
+#include "core/memory_units.h"
+
+namespace umlab {
+
+using PageMask = std::bitset<kPagesPerBlock>;
+
+// The pages [first, first + count) of a block; the range is clipped to it.
+inline PageMask PageRangeMask(int first, int count) {
+  PageMask mask;
+  if (first < 0) {
+    count += first;
+    first = 0;
+  }
+  if (count <= 0 || first >= kPagesPerBlock) return mask;
+  if (first + count > kPagesPerBlock) count = kPagesPerBlock - first;
+  if (count == kPagesPerBlock) return mask.set();
+  mask.set();
+  mask >>= (kPagesPerBlock - count);
+  mask <<= first;
+  return mask;
+}
+
+inline PageMask FullPageMask() { return PageMask().set(); }
+
+inline uint64_t MaskBytes(const PageMask& mask) { return mask.count() * kPageSize; }
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_PAGE_MASK_H_

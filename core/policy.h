@@ -1,0 +1,127 @@
+// The Policy interface: the decisions of unified-memory management.
+//
+// In the spirit of ChampSim's drop-in modules, a policy sees a handful of
+// hooks and answers a handful of questions. The engine owns every mechanism
+// (batching, frames, transfers, replay); a policy owns only decisions:
+//   - which extra pages to bring with a fault (ExpandFault),
+//   - which block to evict when a frame is needed (ChooseVictim),
+//   - which pages of a victim to drop instead of writing back (PagesToDrop),
+//   - what to prefetch and pre-evict ahead of need (through PolicyContext).
+// Policies depend on core only, never on a backend.
+#ifndef UMLAB_CORE_POLICY_H_
+#define UMLAB_CORE_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/types/span.h"
+#include "core/event.h"
+#include "core/fault.h"
+#include "core/memory_state.h"
+#include "core/registry.h"
+
+namespace umlab {
+
+// One block of a preprocessed fault batch: the distinct pages that faulted.
+struct FaultedBlock {
+  BlockNumber block = 0;
+  PageMask pages;        // distinct faulted pages
+  PageMask write_pages;  // of those, the ones written
+};
+
+// A fault batch after deduplication and grouping, blocks in address order.
+struct FaultBatch {
+  Nanos time_ns = 0;
+  absl::Span<const FaultEntry> raw;  // as fetched, duplicates included
+  absl::Span<const FaultedBlock> blocks;
+};
+
+enum class VictimReason : uint8_t { kFault, kPrefetch, kPreEvict };
+
+struct VictimQuery {
+  VictimReason reason = VictimReason::kFault;
+  BlockNumber for_block = 0;  // the block that needs the frame
+};
+
+// What the engine offers a policy: a view of memory and the requests a
+// policy may queue. Requests are carried out by the engine, faults first.
+class PolicyContext {
+ public:
+  virtual ~PolicyContext() = default;
+  virtual const MemoryView& memory() const = 0;
+  virtual Nanos now() const = 0;
+  // The execution id of the kernel running now (0 between kernels).
+  virtual uint32_t current_exec_id() const = 0;
+
+  // Queue pages of a block for migration ahead of need, for the kernel
+  // `exec_id`. Resident and in-flight pages are skipped when it is issued.
+  virtual void Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id) = 0;
+  // Drop every prefetch queued and not yet issued.
+  virtual void CancelPrefetches() = 0;
+  virtual size_t queued_prefetches() const = 0;
+  // Evict a block ahead of need, so a later migration finds a free frame.
+  virtual void PreEvict(BlockNumber block) = 0;
+  // Forbid or allow evicting a block (thrashing mitigation).
+  virtual void SetPinned(BlockNumber block, bool pinned) = 0;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Called once by the engine before the run.
+  void Bind(PolicyContext* context) { context_ = context; }
+
+  // --- Hooks ---
+  virtual void OnFaultBatch(const FaultBatch& /*batch*/) {}
+  virtual void OnKernelBegin(uint32_t /*exec_id*/) {}
+  virtual void OnKernelEnd(uint32_t /*exec_id*/) {}
+  virtual void OnMigrated(BlockNumber /*block*/, const PageMask& /*pages*/,
+                          TransferKind /*kind*/) {}
+  virtual void OnEvicted(BlockNumber /*block*/, const PageMask& /*pages*/) {}
+  // kAlloc, kFree, kActivate, kDeactivate as the allocator reports them.
+  virtual void OnAllocatorEvent(const Event& /*event*/) {}
+  virtual void OnFreeSpaceChanged(uint64_t /*free_frames*/) {}
+
+  // --- Decisions ---
+  // The pages to migrate for a fault on `faulted` pages of `block`; the
+  // engine ignores pages outside the block and pages already resident.
+  // Extra pages count as prefetch traffic. Default: exactly the faulted pages.
+  virtual PageMask ExpandFault(BlockNumber /*block*/, const PageMask& faulted) {
+    return faulted;
+  }
+  // The block to evict so that `query.for_block` gets a frame, or nullopt to
+  // refuse (the engine then leaves the fault for a later batch or drops the
+  // prefetch). Must be Evictable(). Default: least recently migrated.
+  virtual std::optional<BlockNumber> ChooseVictim(const VictimQuery& query);
+  // Pages of a victim to drop instead of writing back. Default: none.
+  virtual PageMask PagesToDrop(const BlockState& /*victim*/) { return PageMask(); }
+  // True for the `ideal` bound: the engine then never runs out of frames.
+  virtual bool UnlimitedCapacity() const { return false; }
+
+  // Bytes of the policy's own tables (DeepUM's correlation tables, say).
+  virtual uint64_t TableBytes() const { return 0; }
+
+ protected:
+  PolicyContext& context() const { return *context_; }
+
+ private:
+  PolicyContext* context_ = nullptr;
+};
+
+using PolicyRegistry = Registry<Policy>;
+
+// The process-wide registry every policy adds itself to.
+PolicyRegistry& Policies();
+
+}  // namespace umlab
+
+// Registers a policy from its source file's static initialisation:
+//   UMLAB_REGISTER_POLICY(demand, {"demand", "description", {params}, factory});
+#define UMLAB_REGISTER_POLICY(id, ...)                               \
+  [[maybe_unused]] static const bool umlab_policy_registered_##id = \
+      ::umlab::Policies().Register(__VA_ARGS__)
+
+#endif  // UMLAB_CORE_POLICY_H_

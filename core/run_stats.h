@@ -1,0 +1,58 @@
+// What a run measured. Field names are the JSON contract's keys (see
+// docs/json-contract.md); add fields freely, never rename them.
+#ifndef UMLAB_CORE_RUN_STATS_H_
+#define UMLAB_CORE_RUN_STATS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/memory_units.h"
+
+namespace umlab {
+
+struct IterationStats {
+  uint64_t faults = 0;
+  Nanos time_ns = 0;
+  uint64_t h2d_bytes = 0;
+  uint64_t d2h_bytes = 0;
+  // Not in the required contract, but what A/B tables want per iteration.
+  uint64_t faulted_pages = 0;
+  uint64_t prefetch_bytes = 0;
+  uint64_t evicted_bytes = 0;
+  Nanos stall_ns = 0;
+};
+
+struct RunStats {
+  // Faults.
+  uint64_t faults = 0;          // raw fault-buffer entries, duplicates included
+  uint64_t faulted_pages = 0;   // distinct pages per batch, summed over batches
+  uint64_t fault_batches = 0;
+  uint64_t dropped_faults = 0;  // entries lost to fault-buffer overflow
+  // Traffic.
+  uint64_t h2d_bytes = 0;             // = fault_migrated_bytes + prefetch_bytes
+  uint64_t d2h_bytes = 0;             // dirty pages written back
+  uint64_t fault_migrated_bytes = 0;  // copied because they faulted
+  uint64_t prefetch_bytes = 0;        // copied ahead of need (policy or in-block expansion)
+  uint64_t prefetch_useful_bytes = 0; // prefetched and accessed before eviction
+  uint64_t zero_filled_bytes = 0;     // populated without a copy (no valid data anywhere)
+  uint64_t evicted_bytes = 0;         // resident bytes removed by eviction
+  uint64_t invalidated_bytes = 0;     // dropped without write-back
+  uint64_t evictions = 0;             // blocks evicted, pre-evictions included
+  uint64_t pre_evictions = 0;
+  uint64_t prefetch_requests = 0;     // queued by the policy
+  uint64_t prefetches_dropped = 0;    // refused for want of a frame
+  uint64_t peak_used_frames = 0;
+  // Time.
+  Nanos time_ns = 0;        // run time (virtual on sim, wall on real backends)
+  Nanos stall_ns = 0;       // SM time spent stalled on faults, averaged over SMs
+  Nanos ideal_time_ns = 0;  // pure compute: the sum of kernel compute times
+  // Work.
+  uint64_t kernels = 0;
+  uint64_t page_accesses = 0;
+
+  std::vector<IterationStats> per_iteration;
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_RUN_STATS_H_

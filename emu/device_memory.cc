@@ -1,0 +1,61 @@
+#include "emu/device_memory.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace umlab {
+
+bool DeviceMemory::IsMapped(PageNumber page) const {
+  auto it = frames_.find(BlockOfPage(page));
+  return it != frames_.end() && it->second.mapped.test(PageIndexInBlock(page));
+}
+
+absl::Status DeviceMemory::Map(BlockNumber block, const PageMask& pages,
+                               const PageMask& dirty) {
+  if (pages.none()) return absl::OkStatus();
+  auto it = frames_.find(block);
+  if (it == frames_.end()) {
+    if (used_frames_ >= capacity_frames_) {
+      return absl::InternalError(absl::StrFormat(
+          "device memory full: block %#x needs a frame and all %d are taken",
+          block * kBlockSize, capacity_frames_));
+    }
+    it = frames_.try_emplace(block).first;
+    ++used_frames_;
+    peak_frames_ = std::max(peak_frames_, used_frames_);
+    ForgetCache();
+  }
+  Frame& frame = it->second;
+  frame.mapped |= pages;
+  frame.accessed &= ~pages;
+  frame.dirty = (frame.dirty & ~pages) | (dirty & pages);
+  return absl::OkStatus();
+}
+
+void DeviceMemory::Unmap(BlockNumber block, const PageMask& pages) {
+  auto it = frames_.find(block);
+  if (it == frames_.end()) return;
+  Frame& frame = it->second;
+  frame.mapped &= ~pages;
+  frame.accessed &= ~pages;
+  frame.dirty &= ~pages;
+  if (frame.mapped.none()) {
+    frames_.erase(it);
+    --used_frames_;
+    ForgetCache();
+  }
+}
+
+PageUse DeviceMemory::Use(BlockNumber block) const {
+  auto it = frames_.find(block);
+  if (it == frames_.end()) return PageUse{};
+  return PageUse{it->second.accessed, it->second.dirty};
+}
+
+PageMask DeviceMemory::Mapped(BlockNumber block) const {
+  auto it = frames_.find(block);
+  return it == frames_.end() ? PageMask() : it->second.mapped;
+}
+
+}  // namespace umlab

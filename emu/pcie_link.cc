@@ -1,0 +1,113 @@
+#include "emu/pcie_link.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace umlab {
+
+PcieLink::PcieLink(const LinkConfig& config) : config_(config) {}
+
+Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes) const {
+  const double bandwidth = direction == LinkDirection::kHostToDevice
+                               ? config_.h2d_bytes_per_second
+                               : config_.d2h_bytes_per_second;
+  return config_.latency_ns +
+         static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
+}
+
+void PcieLink::Submit(const LinkTransfer& transfer, Nanos now) {
+  unfinished_.insert(transfer.id);
+  if (transfer.after != 0 && unfinished_.contains(transfer.after)) {
+    blocked_[transfer.after].push_back(transfer);
+    return;
+  }
+  Enqueue(transfer, now);
+}
+
+void PcieLink::Enqueue(const LinkTransfer& transfer, Nanos now) {
+  if (transfer.bytes == 0) {
+    instant_.emplace_back(std::max(now, transfer.ready_ns), transfer.id);
+    return;
+  }
+  Lane& lane = lanes_[static_cast<int>(transfer.direction)];
+  LinkTransfer queued = transfer;
+  queued.ready_ns = std::max(now, transfer.ready_ns);
+  lane.waiting[static_cast<int>(transfer.priority)].push_back(queued);
+  StartNext(lane, now);
+}
+
+void PcieLink::StartNext(Lane& lane, Nanos now) {
+  if (lane.active) return;
+  for (auto& queue : lane.waiting) {
+    if (queue.empty() || queue.front().ready_ns > now) continue;
+    lane.current = queue.front();
+    queue.pop_front();
+    lane.active = true;
+    const Nanos duration = Duration(lane.current.direction, lane.current.bytes);
+    lane.end_ns = now + duration;
+    bytes_moved_[static_cast<int>(lane.current.direction)] += lane.current.bytes;
+    busy_ns_[static_cast<int>(lane.current.direction)] += duration;
+    return;
+  }
+}
+
+Nanos PcieLink::LaneNextEvent(const Lane& lane) const {
+  if (lane.active) return lane.end_ns;
+  Nanos next = kNever;
+  for (const auto& queue : lane.waiting) {
+    if (!queue.empty()) next = std::min(next, queue.front().ready_ns);
+  }
+  return next;
+}
+
+Nanos PcieLink::NextEventTime() const {
+  Nanos next = std::min(LaneNextEvent(lanes_[0]), LaneNextEvent(lanes_[1]));
+  for (const auto& [time, id] : instant_) next = std::min(next, time);
+  return next;
+}
+
+void PcieLink::Complete(TransferId id, Nanos now, std::vector<TransferId>& completed) {
+  unfinished_.erase(id);
+  completed.push_back(id);
+  auto it = blocked_.find(id);
+  if (it == blocked_.end()) return;
+  std::vector<LinkTransfer> released = std::move(it->second);
+  blocked_.erase(it);
+  for (const LinkTransfer& transfer : released) Enqueue(transfer, now);
+}
+
+void PcieLink::ProcessEventsAt(Nanos now, std::vector<TransferId>& completed) {
+  // Completions can release dependents that are ready at once, so repeat
+  // until nothing more happens at this instant.
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (Lane& lane : lanes_) {
+      if (lane.active && lane.end_ns <= now) {
+        lane.active = false;
+        Complete(lane.current.id, now, completed);
+        progress = true;
+      }
+    }
+    if (!instant_.empty()) {
+      std::vector<std::pair<Nanos, TransferId>> due;
+      auto split = std::stable_partition(instant_.begin(), instant_.end(),
+                                         [now](const auto& item) { return item.first > now; });
+      due.assign(split, instant_.end());
+      instant_.erase(split, instant_.end());
+      for (const auto& [time, id] : due) {
+        Complete(id, now, completed);
+        progress = true;
+      }
+    }
+    for (Lane& lane : lanes_) {
+      const bool was_active = lane.active;
+      StartNext(lane, now);
+      if (!was_active && lane.active) progress = true;
+    }
+  }
+}
+
+bool PcieLink::idle() const { return unfinished_.empty(); }
+
+}  // namespace umlab

@@ -1,0 +1,97 @@
+// A full-duplex PCIe link in discrete time.
+//
+// Each direction moves one transfer at a time, taking latency + bytes/bandwidth.
+// Waiting transfers start by priority (fault migrations > evictions >
+// prefetches), first come first served within a priority, and never before
+// their ready time or before the transfer they depend on has finished. A
+// transfer with no bytes to copy (a zero-fill populate, a clean eviction)
+// does not occupy the link: it completes once ready.
+//
+// The link does not own a clock: the caller asks for the next event time,
+// moves its clock there and calls ProcessEventsAt.
+#ifndef UMLAB_EMU_PCIE_LINK_H_
+#define UMLAB_EMU_PCIE_LINK_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "core/memory_units.h"
+#include "core/transfer.h"
+
+namespace umlab {
+
+inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
+
+struct LinkConfig {
+  double h2d_bytes_per_second = 15.754e9;  // PCIe 3 x16, per direction
+  double d2h_bytes_per_second = 15.754e9;
+  Nanos latency_ns = 5000;                 // per transfer
+};
+
+enum class LinkDirection : uint8_t { kHostToDevice = 0, kDeviceToHost = 1 };
+
+struct LinkTransfer {
+  TransferId id = 0;
+  LinkDirection direction = LinkDirection::kHostToDevice;
+  TransferKind priority = TransferKind::kFaultMigration;
+  uint64_t bytes = 0;
+  Nanos ready_ns = 0;    // may not start before
+  TransferId after = 0;  // may not start before this one finished (0: none)
+};
+
+class PcieLink {
+ public:
+  explicit PcieLink(const LinkConfig& config);
+
+  // Modelled duration of a transfer of `bytes` in one direction.
+  Nanos Duration(LinkDirection direction, uint64_t bytes) const;
+
+  void Submit(const LinkTransfer& transfer, Nanos now);
+
+  // When something next happens (a start or a completion); kNever if idle.
+  Nanos NextEventTime() const;
+  // Handles everything that happens at `now`, appending the transfers that
+  // finished, in a deterministic order.
+  void ProcessEventsAt(Nanos now, std::vector<TransferId>& completed);
+
+  bool idle() const;
+  uint64_t bytes_moved(LinkDirection direction) const {
+    return bytes_moved_[static_cast<int>(direction)];
+  }
+  Nanos busy_ns(LinkDirection direction) const {
+    return busy_ns_[static_cast<int>(direction)];
+  }
+
+ private:
+  struct Lane {
+    std::array<std::deque<LinkTransfer>, 3> waiting;  // by priority
+    bool active = false;
+    LinkTransfer current;
+    Nanos end_ns = 0;
+  };
+
+  void Enqueue(const LinkTransfer& transfer, Nanos now);
+  void StartNext(Lane& lane, Nanos now);
+  Nanos LaneNextEvent(const Lane& lane) const;
+  void Complete(TransferId id, Nanos now, std::vector<TransferId>& completed);
+
+  LinkConfig config_;
+  std::array<Lane, 2> lanes_;
+  // Zero-byte transfers that are ready, by completion time.
+  std::vector<std::pair<Nanos, TransferId>> instant_;
+  // Transfers waiting for another one to finish, keyed by that one's id.
+  absl::flat_hash_map<TransferId, std::vector<LinkTransfer>> blocked_;
+  // Submitted and not yet finished: a dependency on anything else is met.
+  absl::flat_hash_set<TransferId> unfinished_;
+  std::array<uint64_t, 2> bytes_moved_{};
+  std::array<Nanos, 2> busy_ns_{};
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_EMU_PCIE_LINK_H_

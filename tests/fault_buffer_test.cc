@@ -1,0 +1,52 @@
+#include "emu/fault_buffer.h"
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace umlab {
+namespace {
+
+FaultEntry Entry(PageNumber page) { return FaultEntry{page, AccessType::kRead, 0, 0, 0}; }
+
+TEST(FaultBufferTest, KeepsDuplicatesInArrivalOrder) {
+  FaultBuffer buffer(8);
+  for (PageNumber page : {5, 5, 3, 5}) ASSERT_TRUE(buffer.Push(Entry(page)));
+  std::vector<FaultEntry> out(8);
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(out)), 4u);
+  EXPECT_EQ(out[0].page, 5u);
+  EXPECT_EQ(out[1].page, 5u);
+  EXPECT_EQ(out[2].page, 3u);
+  EXPECT_EQ(out[3].page, 5u);
+  EXPECT_TRUE(buffer.empty());
+}
+
+TEST(FaultBufferTest, OverflowDropsNewEntriesAndCountsThem) {
+  FaultBuffer buffer(2);
+  EXPECT_TRUE(buffer.Push(Entry(1)));
+  EXPECT_TRUE(buffer.Push(Entry(2)));
+  EXPECT_FALSE(buffer.Push(Entry(3)));
+  EXPECT_EQ(buffer.dropped(), 1u);
+  std::vector<FaultEntry> out(1);
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(out)), 1u);
+  EXPECT_EQ(out[0].page, 1u);
+  EXPECT_TRUE(buffer.Push(Entry(4)));  // room again, and the ring wraps
+  std::vector<FaultEntry> rest(4);
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(rest)), 2u);
+  EXPECT_EQ(rest[0].page, 2u);
+  EXPECT_EQ(rest[1].page, 4u);
+}
+
+TEST(FaultBufferTest, FetchTakesAtMostABatchAndFlushEmpties) {
+  FaultBuffer buffer(16);
+  for (PageNumber page = 0; page < 10; ++page) buffer.Push(Entry(page));
+  std::vector<FaultEntry> out(4);
+  EXPECT_EQ(buffer.Fetch(absl::MakeSpan(out)), 4u);
+  EXPECT_EQ(buffer.size(), 6u);
+  buffer.Flush();
+  EXPECT_TRUE(buffer.empty());
+  EXPECT_EQ(buffer.Fetch(absl::MakeSpan(out)), 0u);
+}
+
+}  // namespace
+}  // namespace umlab

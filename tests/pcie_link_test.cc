@@ -1,0 +1,113 @@
+#include "emu/pcie_link.h"
+
+#include <map>
+
+#include <gtest/gtest.h>
+
+namespace umlab {
+namespace {
+
+constexpr uint64_t k2MiB = 2ull << 20;
+
+// Runs the link until idle; returns each transfer's completion time.
+std::map<TransferId, Nanos> Drain(PcieLink& link) {
+  std::map<TransferId, Nanos> done;
+  std::vector<TransferId> completed;
+  while (link.NextEventTime() != kNever) {
+    const Nanos now = link.NextEventTime();
+    completed.clear();
+    link.ProcessEventsAt(now, completed);
+    for (TransferId id : completed) done[id] = now;
+  }
+  return done;
+}
+
+LinkTransfer Make(TransferId id, LinkDirection direction, TransferKind priority, uint64_t bytes,
+                  Nanos ready = 0, TransferId after = 0) {
+  return LinkTransfer{id, direction, priority, bytes, ready, after};
+}
+
+TEST(PcieLinkTest, DurationIsLatencyPlusBytesOverBandwidth) {
+  PcieLink link(LinkConfig{15.754e9, 15.754e9, 5000});
+  // 2 MiB at 15.754 GB/s is 133118.7 ns; plus 5 us.
+  EXPECT_EQ(link.Duration(LinkDirection::kHostToDevice, k2MiB), 138119);
+  EXPECT_EQ(link.Duration(LinkDirection::kHostToDevice, 0), 5000);
+}
+
+TEST(PcieLinkTest, FaultsOvertakeQueuedPrefetchesButDoNotPreempt) {
+  PcieLink link(LinkConfig{1e9, 1e9, 0});  // 2 MiB takes 2097152 ns
+  const Nanos d = 2097152;
+  link.Submit(Make(1, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  link.Submit(Make(3, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB), 0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(1), d);      // already moving: not preempted
+  EXPECT_EQ(done.at(3), 2 * d);  // the fault goes next
+  EXPECT_EQ(done.at(2), 3 * d);
+}
+
+TEST(PcieLinkTest, EvictionsGoBeforePrefetchesOnTheirOwnLane) {
+  PcieLink link(LinkConfig{1e9, 1e9, 0});
+  const Nanos d = 2097152;
+  link.Submit(Make(1, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kDeviceToHost, TransferKind::kPrefetch, k2MiB), 0);
+  link.Submit(Make(3, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB), 0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(1), d);
+  EXPECT_EQ(done.at(3), 2 * d);
+  EXPECT_EQ(done.at(2), 3 * d);
+}
+
+TEST(PcieLinkTest, DirectionsRunInParallel) {
+  PcieLink link(LinkConfig{1e9, 2e9, 0});
+  link.Submit(Make(1, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB), 0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(1), 2097152);
+  EXPECT_EQ(done.at(2), 1048576);
+  EXPECT_EQ(link.bytes_moved(LinkDirection::kHostToDevice), k2MiB);
+  EXPECT_EQ(link.bytes_moved(LinkDirection::kDeviceToHost), k2MiB);
+}
+
+TEST(PcieLinkTest, DependentTransferWaitsForItsPredecessor) {
+  PcieLink link(LinkConfig{1e9, 1e9, 0});
+  link.Submit(Make(1, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB, 0, 1),
+              0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(1), 2097152);
+  EXPECT_EQ(done.at(2), 2 * 2097152);
+}
+
+TEST(PcieLinkTest, DependencyOnAFinishedTransferIsMet) {
+  PcieLink link(LinkConfig{1e9, 1e9, 0});
+  link.Submit(Make(1, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, 4096), 0);
+  Drain(link);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, 4096, 0, 1),
+              10000);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(2), 10000 + 4096);
+}
+
+TEST(PcieLinkTest, ZeroByteTransfersDoNotOccupyTheLink) {
+  PcieLink link(LinkConfig{1e9, 1e9, 1000});
+  link.Submit(Make(1, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, 0, 500), 0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(2), 500);
+  EXPECT_EQ(done.at(1), 1000 + 2097152);
+}
+
+TEST(PcieLinkTest, ReadyTimeDelaysTheStartAndLetsOthersGoFirst) {
+  PcieLink link(LinkConfig{1e9, 1e9, 0});
+  link.Submit(Make(1, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, 4096, 50000),
+              0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kPrefetch, 4096), 0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(2), 4096);
+  EXPECT_EQ(done.at(1), 50000 + 4096);
+  EXPECT_TRUE(link.idle());
+}
+
+}  // namespace
+}  // namespace umlab

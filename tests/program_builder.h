@@ -1,0 +1,106 @@
+// Hand-built programs for tests: a few blocks, kernels and accesses whose
+// right answers can be worked out on paper.
+#ifndef UMLAB_TESTS_PROGRAM_BUILDER_H_
+#define UMLAB_TESTS_PROGRAM_BUILDER_H_
+
+#include <string>
+#include <vector>
+
+#include "core/event.h"
+#include "core/event_source.h"
+#include "core/memory_units.h"
+
+namespace umlab::testing {
+
+// Replays a fixed list of events.
+class VectorSource final : public EventSource {
+ public:
+  explicit VectorSource(std::vector<Event> events) : events_(std::move(events)) {}
+  bool Next(Event& event) override {
+    if (next_ == events_.size()) return false;
+    event = events_[next_++];
+    return true;
+  }
+
+ private:
+  std::vector<Event> events_;
+  size_t next_ = 0;
+};
+
+class ProgramBuilder {
+ public:
+  // Device addresses start here, 2 MB aligned.
+  static constexpr uint64_t kBase = 0x100000000ull;
+
+  static uint64_t BlockAddress(int block) { return kBase + uint64_t(block) * kBlockSize; }
+
+  ProgramBuilder& Alloc(int first_block, int blocks) {
+    return Add(EventKind::kAlloc, BlockAddress(first_block), uint64_t(blocks) * kBlockSize);
+  }
+  ProgramBuilder& Free(int first_block, int blocks) {
+    return Add(EventKind::kFree, BlockAddress(first_block), uint64_t(blocks) * kBlockSize);
+  }
+  ProgramBuilder& Activate(uint64_t address, uint64_t size) {
+    return Add(EventKind::kActivate, address, size);
+  }
+  ProgramBuilder& Deactivate(uint64_t address, uint64_t size) {
+    return Add(EventKind::kDeactivate, address, size);
+  }
+  ProgramBuilder& Iteration(uint64_t index) {
+    Event event;
+    event.kind = EventKind::kIterationBegin;
+    event.iteration = index;
+    events_.push_back(event);
+    return *this;
+  }
+  // A kernel that touches whole blocks in order.
+  ProgramBuilder& Kernel(uint32_t exec_id, Nanos compute_ns, const std::vector<int>& blocks,
+                         bool write = false) {
+    Begin(exec_id, compute_ns);
+    for (int block : blocks) Access(BlockAddress(block), kBlockSize, write);
+    return End(exec_id);
+  }
+  ProgramBuilder& Begin(uint32_t exec_id, Nanos compute_ns) {
+    Event event;
+    event.kind = EventKind::kKernelBegin;
+    event.exec_id = exec_id;
+    event.duration_ns = compute_ns;
+    events_.push_back(event);
+    return *this;
+  }
+  ProgramBuilder& Access(uint64_t address, uint64_t size, bool write) {
+    Event event;
+    event.kind = EventKind::kAccess;
+    event.address = address;
+    event.size = size;
+    event.access = write ? AccessType::kWrite : AccessType::kRead;
+    events_.push_back(event);
+    return *this;
+  }
+  ProgramBuilder& End(uint32_t exec_id) {
+    Event event;
+    event.kind = EventKind::kKernelEnd;
+    event.exec_id = exec_id;
+    events_.push_back(event);
+    return *this;
+  }
+
+  const std::vector<Event>& events() const { return events_; }
+  VectorSource Source() const { return VectorSource(events_); }
+
+ private:
+  ProgramBuilder& Add(EventKind kind, uint64_t address, uint64_t size) {
+    Event event;
+    event.kind = kind;
+    event.address = address;
+    event.size = size;
+    events_.push_back(event);
+    return *this;
+  }
+
+  std::vector<Event> events_;
+};
+
+}  // namespace umlab::testing
+
+#endif  // UMLAB_TESTS_PROGRAM_BUILDER_H_

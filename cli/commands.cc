@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "core/program_summary.h"
 #include "core/trace_reader.h"
+#include "emu/backend_registry.h"
 #include "emu/device_config.h"
 #include "workloads/workload.h"
 
@@ -63,7 +64,7 @@ std::vector<OptionSpec> ProgramOptions() {
 
 std::vector<OptionSpec> MachineOptions() {
   return {
-      {"backend", "NAME", "where to run: sim (deterministic virtual time)", "sim"},
+      {"backend", "SPEC", "where to run, with parameters: sim (see 'umlab backends')", "sim"},
       {"capacity", "C",
        "device memory: a fraction of the program's footprint (0.5) or a size (8GiB)", "0.5"},
       {"device", "PRESET", "device preset: v100-pcie3, a100-pcie4 or h200", kDefaultDevice},
@@ -117,9 +118,16 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   setup.request.backend = args.GetOr("backend", "sim");
   setup.request.check_invariants = args.Has("check-invariants");
   setup.request.show_progress = true;
-  if (setup.request.backend != "sim") {
+  const auto [backend, backend_params] = SplitSpec(setup.request.backend);
+  const BackendRegistry::Entry* entry = Backends().Find(backend);
+  if (entry == nullptr) {
     return Usage(absl::InvalidArgumentError(absl::StrFormat(
-        "--backend=%s is not in this build; available: sim", setup.request.backend)));
+        "--backend=%s is not in this build; available: %s", backend, Backends().Names())));
+  }
+  if (absl::StatusOr<ParamMap> params =
+          ParamMap::Resolve(entry->params, backend_params, absl::StrCat("backend ", backend));
+      !params.ok()) {
+    return Usage(params.status());
   }
   return std::nullopt;
 }
@@ -352,6 +360,15 @@ std::optional<Failure> WorkloadsCommand(const Context& ctx) {
   return std::nullopt;
 }
 
+std::optional<Failure> BackendsCommand(const Context& ctx) {
+  ctx.out << "backends (use --backend=NAME or NAME:key=value):\n";
+  for (const BackendRegistry::Entry* entry : Backends().Entries()) {
+    ctx.out << absl::StrFormat("  %-16s %s\n", entry->name, entry->description);
+    ctx.out << FormatParams(entry->params);
+  }
+  return std::nullopt;
+}
+
 std::optional<Failure> DevicesCommand(const Context& ctx) {
   ctx.out << "device presets (use --device=NAME --device-param key=value):\n";
   for (const std::string& name : DevicePresetNames()) {
@@ -409,6 +426,8 @@ const std::vector<Command>& Commands() {
        WorkloadsCommand},
       {"devices", "", "list the device presets and their parameters", "", {},
        DevicesCommand},
+      {"backends", "", "list the backends in this build and their parameters", "", {},
+       BackendsCommand},
   };
   return *commands;
 }

@@ -11,13 +11,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "backends/emu/sim_backend.h"
 #include "core/byte_size.h"
 #include "core/engine.h"
 #include "core/event_sink.h"
 #include "core/policy.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
+#include "emu/backend_registry.h"
 
 namespace umlab::cli {
 namespace {
@@ -181,11 +181,6 @@ std::vector<std::string> SplitPolicyList(const std::string& text) {
 
 absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   const ProgramInput& program = *request.program;
-  if (request.backend != "sim") {
-    return absl::UnimplementedError(absl::StrFormat(
-        "backend '%s' is not in this build; available: sim. Use --backend=sim",
-        request.backend));
-  }
   absl::StatusOr<std::unique_ptr<Policy>> policy = Policies().Create(request.policy);
   if (!policy.ok()) return policy.status();
 
@@ -209,8 +204,11 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   engine_config.replay = request.replay;
   engine_config.check_invariants = request.check_invariants;
 
-  SimBackend backend(request.device, capacity_frames);
-  Engine engine(backend, **policy, capacity_frames, engine_config);
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      Backends().Create(request.backend, request.device, capacity_frames);
+  if (!backend.ok()) return backend.status();
+  result.backend = (*backend)->name();
+  Engine engine(**backend, **policy, capacity_frames, engine_config);
 
   std::unique_ptr<TraceWriter> writer;
   std::unique_ptr<TraceRecorder> recorder;
@@ -238,10 +236,10 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
                                                 program.summary().events);
     input = progress.get();
   }
-  absl::Status status = backend.Run(*input, engine, recorder.get());
+  absl::Status status = (*backend)->Run(*input, engine, recorder.get());
   progress.reset();
   if (status.ok() && request.check_invariants) status = engine.CheckInvariants();
-  if (status.ok() && request.check_invariants) status = backend.CheckConsistency(engine);
+  if (status.ok() && request.check_invariants) status = (*backend)->CheckConsistency(engine);
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrFormat("policy %s on %s: %s", request.policy,
                                                        program.label(), status.message()));

@@ -10,7 +10,10 @@
 #include <cstddef>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/event_sink.h"
+#include "core/event_source.h"
 #include "core/fault.h"
 #include "core/transfer.h"
 
@@ -37,11 +40,25 @@ enum class ReplayPolicy : uint8_t {
   kOnce,   // only when the fault buffer has been drained
 };
 
+class Engine;
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual std::string name() const = 0;
+
+  // Executes `program` to its end, feeding its program events to `engine`
+  // in order and letting the engine service the faults it raises. Program
+  // and observed events go to `recorder` if it is not null. Fills the
+  // engine's time statistics (time_ns, stall_ns, dropped_faults).
+  virtual absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder) = 0;
+
+  // After a run: does the device agree with the engine about what is
+  // resident? Backends that cannot tell return OK.
+  virtual absl::Status CheckConsistency(const Engine& /*engine*/) const {
+    return absl::OkStatus();
+  }
 
   // The engine registers itself before the run starts.
   virtual void SetListener(TransferListener* listener) = 0;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "emu/backend_registry.h"
 
 namespace umlab {
 namespace {
@@ -298,5 +299,17 @@ absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
   }
   return absl::OkStatus();
 }
+
+}  // namespace umlab
+
+namespace umlab {
+
+UMLAB_REGISTER_BACKEND(
+    sim, {"sim", "deterministic virtual time over the device model (no GPU, no real faults)",
+          {},
+          [](const ParamMap&, const DeviceConfig& device,
+             uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
+            return std::make_unique<SimBackend>(device, capacity_frames);
+          }});
 
 }  // namespace umlab

@@ -35,15 +35,11 @@ class SimBackend final : public Backend {
  public:
   SimBackend(const DeviceConfig& device, uint64_t capacity_frames);
 
-  // Runs `program` to its end with `engine` servicing faults, then lets the
-  // link drain. Program and observed events go to `recorder` if given.
-  absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder);
-
-  // Checks the device's page table against the engine's view (tests).
-  absl::Status CheckConsistency(const Engine& engine) const;
-
   // Backend.
   std::string name() const override { return "sim"; }
+  absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder) override;
+  // The device's page table against the engine's view.
+  absl::Status CheckConsistency(const Engine& engine) const override;
   void SetListener(TransferListener* listener) override { listener_ = listener; }
   size_t FetchFaults(absl::Span<FaultEntry> out) override;
   void Migrate(const Transfer& transfer) override;

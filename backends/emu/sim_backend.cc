@@ -97,8 +97,8 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   range_offset_ = 0;
   sms_.assign(sm_count, Sm{});
   stalled_.clear();
-  ready_ = ReadyQueue();
-  for (uint32_t sm = 0; sm < sm_count; ++sm) ready_.emplace(start, sm);
+  ready_.Clear();
+  for (uint32_t sm = 0; sm < sm_count; ++sm) ready_.PushAfterAccess(start, sm);
   Picos finish = start;
   RunStats& stats = engine_->mutable_stats();
 
@@ -143,7 +143,7 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
     }
     if (device_memory_.Access(page, write)) {
       ++stats.page_accesses;
-      ready_.emplace(time + per_access, sm_index);
+      ready_.PushAfterAccess(time + per_access, sm_index);
     } else {
       Fault(sm_index, page, write, time);
     }
@@ -235,7 +235,7 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
     stall_picos_ += resume - sm.stalled_since;
     sm.stalled = false;
     sm.retry = true;
-    ready_.emplace(resume, sm_index);
+    ready_.PushWoken(resume, sm_index);
   }
   stalled_.resize(kept);
   engine_->mutable_stats().stall_ns =

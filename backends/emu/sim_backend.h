@@ -13,6 +13,7 @@
 #define UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
 
 #include <cstdint>
+#include <deque>
 #include <queue>
 #include <string>
 #include <vector>
@@ -78,9 +79,41 @@ class SimBackend final : public Backend {
       return time != other.time ? time > other.time : sequence > other.sequence;
     }
   };
-  using ReadyQueue = std::priority_queue<std::pair<Picos, uint32_t>,
-                                         std::vector<std::pair<Picos, uint32_t>>,
-                                         std::greater<>>;
+  using ReadySm = std::pair<Picos, uint32_t>;  // (time, SM), ordered by both
+  using WokenQueue =
+      std::priority_queue<ReadySm, std::vector<ReadySm>, std::greater<ReadySm>>;
+
+  // The SMs ready to issue, in time order. An SM that finishes an access at
+  // t goes back at t + per_access; SMs are taken in time order and every
+  // running SM spends the same per_access, so those re-entries arrive in
+  // order and a FIFO keeps them sorted at O(1). Only SMs woken by a replay
+  // land at arbitrary times; a small heap holds them.
+  class ReadySms {
+   public:
+    bool empty() const { return running_.empty() && woken_.empty(); }
+    const ReadySm& top() const {
+      if (woken_.empty()) return running_.front();
+      if (running_.empty()) return woken_.top();
+      return std::min(running_.front(), woken_.top());
+    }
+    void pop() {
+      if (!woken_.empty() && (running_.empty() || woken_.top() < running_.front())) {
+        woken_.pop();
+      } else {
+        running_.pop_front();
+      }
+    }
+    void PushAfterAccess(Picos time, uint32_t sm) { running_.emplace_back(time, sm); }
+    void PushWoken(Picos time, uint32_t sm) { woken_.emplace(time, sm); }
+    void Clear() {
+      running_.clear();
+      woken_ = WokenQueue();
+    }
+
+   private:
+    std::deque<ReadySm> running_;
+    WokenQueue woken_;
+  };
 
   absl::Status ExecuteKernel(uint32_t exec_id, Nanos compute_ns);
   // Processes system events (link, replays, fault service) up to `until`
@@ -115,7 +148,7 @@ class SimBackend final : public Backend {
   uint32_t exec_id_ = 0;
   std::vector<Sm> sms_;
   std::vector<uint32_t> stalled_;
-  ReadyQueue ready_;
+  ReadySms ready_;
   Picos stall_picos_ = 0;
   std::vector<TransferId> completed_scratch_;
 };

@@ -1,0 +1,199 @@
+// The `umlab` command end to end, in process: exit codes, one-line errors,
+// determinism, record/replay and damaged traces.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/commands.h"
+
+namespace umlab::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Outcome {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Outcome Umlab(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = Main(args, out, err);
+  return Outcome{code, out.str(), err.str()};
+}
+
+// A small mlp keeps these tests quick: 2 layers of 512, 3 iterations.
+const std::vector<std::string> kSmall = {"--workload=mlp", "--workload-arg",
+                                         "layers=2,hidden=512,batch=256,iterations=3"};
+
+std::vector<std::string> With(std::vector<std::string> args) {
+  args.insert(args.end(), kSmall.begin(), kSmall.end());
+  return args;
+}
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+bool IsOneLine(const std::string& text) {
+  return !text.empty() && text.find('\n') == text.size() - 1;
+}
+
+TEST(CliTest, HelpListsEveryCommandAndExitsZero) {
+  const Outcome help = Umlab({"--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  for (const char* command : {"run", "record", "replay", "compare", "inspect", "policies",
+                              "workloads", "devices", "backends"}) {
+    EXPECT_THAT(help.out, HasSubstr(command));
+  }
+  EXPECT_EQ(Umlab({}).code, kExitUsage);  // no command: help on stderr, usage error
+}
+
+TEST(CliTest, CommandHelpShowsItsOptionsWithDefaults) {
+  const Outcome help = Umlab({"compare", "--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  for (const char* option : {"--workload", "--capacity", "--device", "--policies", "--format",
+                             "--replay", "--backend", "--trace"}) {
+    EXPECT_THAT(help.out, HasSubstr(option));
+  }
+  EXPECT_THAT(help.out, HasSubstr("[default: 0.5]"));
+}
+
+TEST(CliTest, UsageErrorsAreOneLineWithExitTwo) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"frobnicate"},
+      {"run", "--no-such-flag"},
+      {"run", "--policy=nope"},
+      {"run", "--workload=nope"},
+      {"run", "--capacity=0"},
+      {"run", "--capacity=lots"},
+      {"run", "--capacity=1KiB"},
+      {"run", "--device=tpu"},
+      {"run", "--device-param", "h2d_gbps=-1"},
+      {"run", "--format=xml"},
+      {"run", "--replay=sometimes"},
+      {"run", "--backend=quantum"},
+      {"run", "--policy=demand:rows=4"},
+      {"run", "--workload-arg", "layers=many"},
+      {"record"},
+      {"replay"},
+      {"run", "stray-argument"},
+  };
+  for (const auto& args : bad) {
+    const Outcome outcome = Umlab(args);
+    EXPECT_EQ(outcome.code, kExitUsage) << args[0] << " " << (args.size() > 1 ? args[1] : "");
+    EXPECT_TRUE(IsOneLine(outcome.err)) << outcome.err;
+    EXPECT_TRUE(outcome.out.empty());
+  }
+}
+
+TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
+  const Outcome first = Umlab(With({"compare", "--capacity=0.5", "--format=json",
+                                    "--policies=demand,ideal"}));
+  ASSERT_EQ(first.code, kExitOk) << first.err;
+  const Outcome second = Umlab(With({"compare", "--capacity=0.5", "--format=json",
+                                     "--policies=demand,ideal"}));
+  EXPECT_EQ(first.out, second.out);
+  for (const char* key :
+       {"\"policy\"", "\"backend\"", "\"workload\"", "\"device\"", "\"capacity_bytes\"",
+        "\"footprint_bytes\"", "\"iterations\"", "\"faults\"", "\"faulted_pages\"",
+        "\"fault_batches\"", "\"h2d_bytes\"", "\"d2h_bytes\"", "\"prefetch_bytes\"",
+        "\"prefetch_useful_bytes\"", "\"evicted_bytes\"", "\"invalidated_bytes\"",
+        "\"time_ns\"", "\"stall_ns\"", "\"ideal_time_ns\"", "\"per_iteration\""}) {
+    EXPECT_THAT(first.out, HasSubstr(key));
+  }
+  EXPECT_EQ(first.out.rfind("{\"runs\":[", 0), 0u);
+}
+
+TEST(CliTest, TableAndCsvFormats) {
+  const Outcome table = Umlab(With({"compare", "--policies=demand,ideal"}));
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("speedup"));
+  EXPECT_THAT(table.out, HasSubstr("ideal"));
+  const Outcome csv = Umlab(With({"run", "--format=csv"}));
+  ASSERT_EQ(csv.code, kExitOk) << csv.err;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 2);
+}
+
+TEST(CliTest, RecordThenReplayReproducesTheRun) {
+  const std::string trace = TempPath("mlp.umt");
+  const Outcome recorded =
+      Umlab(With({"record", "--output=" + trace, "--capacity=0.5", "--format=json"}));
+  ASSERT_EQ(recorded.code, kExitOk) << recorded.err;
+  const Outcome run = Umlab(With({"run", "--capacity=0.5", "--format=json"}));
+  ASSERT_EQ(run.code, kExitOk) << run.err;
+  EXPECT_EQ(recorded.out, run.out);
+  const Outcome replayed = Umlab({"replay", trace, "--capacity=0.5", "--format=json"});
+  ASSERT_EQ(replayed.code, kExitOk) << replayed.err;
+  EXPECT_EQ(replayed.out, run.out);  // identical metrics, identity keys included
+
+  const Outcome inspected = Umlab({"inspect", trace});
+  ASSERT_EQ(inspected.code, kExitOk) << inspected.err;
+  EXPECT_THAT(inspected.out, HasSubstr("fault"));
+  EXPECT_THAT(inspected.out, HasSubstr("3 iterations"));
+  std::remove(trace.c_str());
+}
+
+TEST(CliTest, DamagedTracesFailWithOneLineAndExitOne) {
+  const std::string trace = TempPath("damaged.umt");
+  ASSERT_EQ(Umlab(With({"record", "--output=" + trace})).code, kExitOk);
+  std::string bytes;
+  {
+    std::ifstream in(trace, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 200u);
+  const std::string truncated = TempPath("truncated.umt");
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::string flipped_bytes = bytes;
+  flipped_bytes[bytes.size() / 2] ^= 0x5a;
+  const std::string flipped = TempPath("flipped.umt");
+  std::ofstream(flipped, std::ios::binary) << flipped_bytes;
+  const std::string not_a_trace = TempPath("notes.umt");
+  std::ofstream(not_a_trace) << "hello\n";
+
+  for (const std::string& path : {truncated, flipped, not_a_trace, TempPath("missing.umt")}) {
+    for (const char* command : {"replay", "inspect"}) {
+      const Outcome outcome = Umlab({command, path});
+      EXPECT_EQ(outcome.code, kExitFailure) << command << " " << path;
+      EXPECT_TRUE(IsOneLine(outcome.err)) << outcome.err;
+    }
+  }
+  for (const std::string& path : {trace, truncated, flipped, not_a_trace}) std::remove(path.c_str());
+}
+
+TEST(CliTest, CapacityAcceptsBytesAndFractions) {
+  const Outcome bytes = Umlab(With({"run", "--capacity=8MiB", "--format=json"}));
+  ASSERT_EQ(bytes.code, kExitOk) << bytes.err;
+  EXPECT_THAT(bytes.out, HasSubstr("\"capacity_bytes\":8388608"));
+  const Outcome fraction = Umlab(With({"run", "--capacity=1.0", "--format=json"}));
+  ASSERT_EQ(fraction.code, kExitOk) << fraction.err;
+  EXPECT_THAT(fraction.out, HasSubstr("\"evicted_bytes\":0"));
+}
+
+TEST(CliTest, DeviceOverridesChangeTheResult) {
+  const Outcome slow = Umlab(With({"run", "--format=csv", "--device-param", "h2d_gbps=2"}));
+  const Outcome fast = Umlab(With({"run", "--format=csv"}));
+  ASSERT_EQ(slow.code, kExitOk) << slow.err;
+  EXPECT_NE(slow.out, fast.out);
+}
+
+TEST(CliTest, ListingsNameTheirEntries) {
+  EXPECT_THAT(Umlab({"policies"}).out, HasSubstr("demand"));
+  EXPECT_THAT(Umlab({"workloads"}).out, HasSubstr("mlp"));
+  EXPECT_THAT(Umlab({"devices"}).out, HasSubstr("h2d_gbps"));
+  EXPECT_THAT(Umlab({"backends"}).out, HasSubstr("sim"));
+  const Outcome describe = Umlab({"workloads", "--describe", "mlp"});
+  EXPECT_EQ(describe.code, kExitOk);
+  EXPECT_THAT(describe.out, HasSubstr("footprint"));
+}
+
+}  // namespace
+}  // namespace umlab::cli

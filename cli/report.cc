@@ -75,6 +75,10 @@ std::vector<std::pair<std::string, std::string>> ScalarFields(const RunResult& r
       {"kernels", n(s.kernels)},
       {"page_accesses", n(s.page_accesses)},
       {"policy_table_bytes", n(run.policy_table_bytes)},
+      {"budget_overshoot_max_bytes", n(s.budget_overshoot_max_bytes)},
+      {"budget_overshoot_mean_bytes", n(s.budget_overshoot_mean_bytes)},
+      {"fault_records", n(s.fault_records)},
+      {"dropped_records", n(s.dropped_records)},
   };
 }
 

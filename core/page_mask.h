@@ -31,6 +31,22 @@ inline PageMask FullPageMask() { return PageMask().set(); }
 
 inline uint64_t MaskBytes(const PageMask& mask) { return mask.count() * kPageSize; }
 
+// Calls fn(first, count) for each run of consecutive set pages, in order:
+// backends that move data with range calls issue one call per run.
+template <typename Fn>
+void ForEachPageRun(const PageMask& mask, Fn fn) {
+  int page = 0;
+  while (page < kPagesPerBlock) {
+    if (!mask.test(page)) {
+      ++page;
+      continue;
+    }
+    const int first = page;
+    while (page < kPagesPerBlock && mask.test(page)) ++page;
+    fn(first, page - first);
+  }
+}
+
 }  // namespace umlab
 
 #endif  // UMLAB_CORE_PAGE_MASK_H_

@@ -42,6 +42,13 @@ struct RunStats {
   uint64_t prefetch_requests = 0;     // queued by the policy
   uint64_t prefetches_dropped = 0;    // refused for want of a frame
   uint64_t peak_used_frames = 0;
+  // Real backends only: the engine learns of faults after the device has
+  // already made the page resident, so residency can overshoot the budget
+  // until the engine evicts. Estimated at each fault batch.
+  uint64_t budget_overshoot_max_bytes = 0;
+  uint64_t budget_overshoot_mean_bytes = 0;
+  uint64_t fault_records = 0;       // profiler records the faults came in (cuda)
+  uint64_t dropped_records = 0;     // profiler records lost under load (cuda)
   // Time.
   Nanos time_ns = 0;        // run time (virtual on sim, wall on real backends)
   Nanos stall_ns = 0;       // SM time spent stalled on faults, averaged over SMs

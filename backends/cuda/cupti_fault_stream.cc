@@ -1,0 +1,136 @@
+#include "backends/cuda/cupti_fault_stream.h"
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "absl/strings/str_format.h"
+
+namespace umlab::cuda {
+namespace {
+
+constexpr size_t kBufferBytes = 8 << 20;
+
+// CUPTI calls back into plain functions, so the gathered records live here.
+std::mutex records_mutex;
+std::vector<UnifiedMemoryRecord>* records = nullptr;
+std::atomic<uint64_t> dropped_records{0};
+std::atomic<bool> active{false};
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer == nullptr ? 0 : kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                              size_t /*size*/, size_t valid_size) {
+  std::vector<UnifiedMemoryRecord> batch;
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) continue;
+    const auto* um = reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3*>(record);
+    UnifiedMemoryRecord out{};
+    switch (um->counterKind) {
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
+        out.kind = UnifiedMemoryRecord::Kind::kGpuPageFault;
+        break;
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD:
+        out.kind = UnifiedMemoryRecord::Kind::kBytesHostToDevice;
+        break;
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
+        out.kind = UnifiedMemoryRecord::Kind::kBytesDeviceToHost;
+        break;
+      default:
+        continue;
+    }
+    out.address = um->address;
+    out.value = um->value;
+    out.start_ns = um->start;
+    batch.push_back(out);
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS) {
+    dropped_records += dropped;
+  }
+  std::free(buffer);
+  std::lock_guard<std::mutex> lock(records_mutex);
+  if (records != nullptr) records->insert(records->end(), batch.begin(), batch.end());
+}
+
+absl::Status Check(CUptiResult result, const char* what) {
+  if (result == CUPTI_SUCCESS) return absl::OkStatus();
+  const char* message = nullptr;
+  cuptiGetResultString(result, &message);
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "CUPTI %s failed: %s; is the CUDA profiler available to this process?", what,
+      message == nullptr ? "unknown error" : message));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int device) {
+  if (active.exchange(true)) {
+    return absl::FailedPreconditionError("only one CUPTI fault stream may run at a time");
+  }
+  {
+    std::lock_guard<std::mutex> lock(records_mutex);
+    records = new std::vector<UnifiedMemoryRecord>();
+  }
+  dropped_records = 0;
+  CUpti_ActivityUnifiedMemoryCounterConfig config[3] = {};
+  const CUpti_ActivityUnifiedMemoryCounterKind kinds[3] = {
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH};
+  for (int i = 0; i < 3; ++i) {
+    config[i].scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE;
+    config[i].kind = kinds[i];
+    config[i].deviceId = static_cast<uint32_t>(device);
+    config[i].enable = 1;
+  }
+  std::unique_ptr<CuptiFaultStream> stream(new CuptiFaultStream());
+  absl::Status status = Check(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
+                              "cuptiActivityRegisterCallbacks");
+  if (status.ok()) {
+    status = Check(cuptiActivityConfigureUnifiedMemoryCounter(config, 3),
+                   "cuptiActivityConfigureUnifiedMemoryCounter");
+  }
+  if (status.ok()) {
+    status = Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER),
+                   "cuptiActivityEnable(UNIFIED_MEMORY_COUNTER)");
+  }
+  if (!status.ok()) return status;  // the destructor undoes the rest
+  return stream;
+}
+
+CuptiFaultStream::~CuptiFaultStream() {
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+  cuptiActivityFlushAll(1);
+  std::lock_guard<std::mutex> lock(records_mutex);
+  delete records;
+  records = nullptr;
+  active = false;
+}
+
+void CuptiFaultStream::Flush() { cuptiActivityFlushAll(0); }
+
+void CuptiFaultStream::Drain(std::vector<UnifiedMemoryRecord>& out) {
+  std::lock_guard<std::mutex> lock(records_mutex);
+  if (records == nullptr) return;
+  out.insert(out.end(), records->begin(), records->end());
+  records->clear();
+}
+
+uint64_t CuptiFaultStream::dropped() const { return dropped_records; }
+
+uint64_t CuptiFaultStream::Timestamp() {
+  uint64_t timestamp = 0;
+  cuptiGetTimestamp(&timestamp);
+  return timestamp;
+}
+
+}  // namespace umlab::cuda

@@ -30,12 +30,15 @@ DeviceConfig A100Pcie4() {
 DeviceConfig H200() {
   DeviceConfig c;
   c.name = "h200";
-  // Measured on an H200 with CUDA 13 (DESIGN.md): bulk prefetch H2D about
-  // 49 GB/s, D2H eviction about 16 GB/s; a fault brings 32-64 KiB in about
-  // 19 us. Provisional until the cuda backend calibrates it (issue 6).
-  c.link = LinkConfig{49e9, 16e9, 10000};
+  // Calibrated on an H200 with CUDA 13 by umlab_cuda_calibrate (numbers and
+  // method in docs/devices.md). The engine moves at most one 2 MB block per
+  // transfer, so the link is fitted to per-block calls, not bulk ones: a
+  // 2 MiB prefetch took 151 us to the GPU and 181 us back, which with 10 us
+  // per transfer gives 14.9 and 12.3 GB/s. An isolated fault took 31 us end
+  // to end: 20 us of fault handling, 10 us of transfer set-up, one page.
+  c.link = LinkConfig{14.9e9, 12.3e9, 10000};
   c.compute = ComputeSpec{67e12, 989e12, 4.8e12, 132};
-  c.fault_latency_ns = 19000;
+  c.fault_latency_ns = 20000;
   return c;
 }
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Gathers what the device machine needs to run umlab's cuda backend into
+# .device/: the umlab command, the GPU tests and tools, and the shared
+# libraries they load that the device image may lack (Abseil, zstd, CUDA
+# runtime and CUPTI). Binaries are stripped to keep the carried tree small.
+#   scripts/package-device.sh [BUILD_DIR]     (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=.device
+rm -rf "$out"
+mkdir -p "$out/lib"
+for binary in cli/umlab tests/cuda_backend_test backends/cuda/umlab_cuda_calibrate \
+              backends/cuda/umlab_cuda_probe; do
+  cp "$build/$binary" "$out/"
+  strip "$out/$(basename "$binary")"
+done
+cp bench/cuda_matrix.sh "$out/"
+for binary in "$out"/umlab "$out"/cuda_backend_test; do
+  ldd "$binary" | awk '/=> \// {print $3}' |
+    grep -E 'libabsl|libzstd|liburing|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"
+done
+grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
+du -sh "$out"

@@ -1,71 +1,14 @@
 #include "workloads/mlp.h"
 
 #include <algorithm>
-#include <array>
-#include <cmath>
-#include <deque>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/byte_size.h"
-#include "workloads/caching_allocator.h"
+#include "workloads/tensor_program.h"
 
 namespace umlab {
-
-// ---------------------------------------------------------------------------
-// The program template: tensors, kernels, and the steps that use them.
-// ---------------------------------------------------------------------------
-
-namespace {
-
-// What a tensor is, for the footprint breakdown.
-enum class TensorRole : uint8_t {
-  kParameter,
-  kOptimizerState,
-  kData,
-  kActivation,
-  kGradient,
-};
-constexpr int kTensorRoleCount = 5;
-
-struct TensorSpec {
-  std::string name;  // for error messages, e.g. "l3.weight.grad"
-  uint64_t bytes = 0;
-  TensorRole role = TensorRole::kActivation;
-};
-
-struct KernelAccess {
-  int tensor = 0;
-  AccessType access = AccessType::kRead;
-};
-
-struct KernelSpec {
-  std::string name;  // encodes layer and shapes, so it identifies the launch
-  Nanos duration_ns = 0;
-  std::vector<KernelAccess> accesses;
-};
-
-struct ProgramStep {
-  enum class Kind : uint8_t { kIterationBegin, kAllocate, kRelease, kLaunch };
-  Kind kind = Kind::kLaunch;
-  int index = 0;  // a tensor (allocate, release) or a kernel (launch)
-};
-
-}  // namespace
-
-// Kernel k has execution id k + 1: kernels are numbered as the program first
-// launches them, so ids are small, dense and in order of first appearance,
-// like the ids DeepUM's runtime hands out.
-class MlpProgram {
- public:
-  std::vector<TensorSpec> tensors;
-  std::vector<KernelSpec> kernels;
-  std::vector<ProgramStep> setup;      // runs once, before iteration 0
-  std::vector<ProgramStep> iteration;  // runs `iterations` times
-  int iterations = 0;
-};
 
 namespace {
 
@@ -86,62 +29,15 @@ const char* OptimizerName(MlpOptimizer optimizer) {
   return optimizer == MlpOptimizer::kAdam ? "adam" : "sgd";
 }
 
-// Appends steps to one list (setup or iteration) and registers kernels in
-// the order they are first launched.
-class ProgramBuilder {
- public:
-  ProgramBuilder(MlpProgram& program, const ComputeSpec& spec)
-      : program_(program), spec_(spec) {}
-
-  void Into(std::vector<ProgramStep>* steps) { steps_ = steps; }
-
-  int Tensor(std::string name, uint64_t bytes, TensorRole role) {
-    program_.tensors.push_back(TensorSpec{std::move(name), bytes, role});
-    return static_cast<int>(program_.tensors.size()) - 1;
-  }
-
-  void Allocate(int tensor) { steps_->push_back({ProgramStep::Kind::kAllocate, tensor}); }
-  void Release(int tensor) { steps_->push_back({ProgramStep::Kind::kRelease, tensor}); }
-  void IterationBegin() { steps_->push_back({ProgramStep::Kind::kIterationBegin, 0}); }
-
-  // Launches kernel `name`. Its duration is the roofline time of `flops` and
-  // of the bytes its accesses move; `tensor_cores` picks the peak for
-  // half-precision matrix products.
-  void Launch(const std::string& name, double flops, bool tensor_cores,
-              std::vector<KernelAccess> accesses) {
-    auto [it, inserted] =
-        kernel_index_.try_emplace(name, static_cast<int>(program_.kernels.size()));
-    if (inserted) {
-      double bytes = 0;
-      for (const KernelAccess& access : accesses) {
-        bytes += static_cast<double>(program_.tensors[access.tensor].bytes);
-      }
-      const double peak = tensor_cores ? spec_.peak_flops_tensor : spec_.peak_flops_fp32;
-      const double seconds =
-          std::max(flops / peak, bytes / spec_.memory_bytes_per_second);
-      const double nanos = std::ceil(seconds * 1e9);
-      // At least 1 us: no launch on a real GPU is shorter.
-      const Nanos duration = nanos < 1000.0 ? 1000 : static_cast<Nanos>(nanos);
-      program_.kernels.push_back(KernelSpec{name, duration, std::move(accesses)});
-    }
-    steps_->push_back({ProgramStep::Kind::kLaunch, it->second});
-  }
-
- private:
-  MlpProgram& program_;
-  const ComputeSpec& spec_;
-  std::vector<ProgramStep>* steps_ = nullptr;
-  absl::flat_hash_map<std::string, int> kernel_index_;
-};
-
 constexpr AccessType kRead = AccessType::kRead;
 constexpr AccessType kWrite = AccessType::kWrite;
 
-std::shared_ptr<const MlpProgram> BuildProgram(const MlpOptions& options,
-                                               const ComputeSpec& spec) {
-  auto program = std::make_shared<MlpProgram>();
+std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
+                                                  const ComputeSpec& spec) {
+  auto program = std::make_shared<TensorProgram>();
+  program->workload = "mlp";
   program->iterations = options.iterations;
-  ProgramBuilder build(*program, spec);
+  TensorProgramBuilder build(*program, spec);
 
   const int layers = options.layers;
   const uint64_t b = static_cast<uint64_t>(options.batch);
@@ -303,143 +199,6 @@ std::shared_ptr<const MlpProgram> BuildProgram(const MlpOptions& options,
   return program;
 }
 
-// ---------------------------------------------------------------------------
-// The stream: interprets the program step by step.
-// ---------------------------------------------------------------------------
-
-class MlpEventSource final : public EventSource {
- public:
-  explicit MlpEventSource(std::shared_ptr<const MlpProgram> program)
-      : program_(std::move(program)),
-        allocator_(CachingAllocatorOptions{},
-                   [this](const Event& event) { pending_.push_back(event); }),
-        addresses_(program_->tensors.size(), 0),
-        defined_(program_->kernels.size(), false) {}
-
-  // The allocator's sink points at this object.
-  MlpEventSource(const MlpEventSource&) = delete;
-  MlpEventSource& operator=(const MlpEventSource&) = delete;
-
-  bool Next(Event& event) override {
-    while (pending_.empty()) {
-      if (done_) return false;
-      RunStep();
-    }
-    event = std::move(pending_.front());
-    pending_.pop_front();
-    return true;
-  }
-
-  absl::Status status() const override { return status_; }
-
-  const CachingAllocatorStats& allocator_stats() const { return allocator_.stats(); }
-  uint64_t peak_live_bytes(TensorRole role) const {
-    return peak_live_[static_cast<int>(role)];
-  }
-
- private:
-  const std::vector<ProgramStep>& Steps() const {
-    return iteration_ < 0 ? program_->setup : program_->iteration;
-  }
-
-  void RunStep() {
-    while (step_ == Steps().size()) {
-      if (iteration_ + 1 >= program_->iterations) {
-        done_ = true;
-        return;
-      }
-      ++iteration_;
-      step_ = 0;
-    }
-    const ProgramStep& step = Steps()[step_++];
-    switch (step.kind) {
-      case ProgramStep::Kind::kIterationBegin: {
-        Event event;
-        event.kind = EventKind::kIterationBegin;
-        event.iteration = static_cast<uint64_t>(iteration_);
-        pending_.push_back(std::move(event));
-        break;
-      }
-      case ProgramStep::Kind::kAllocate: {
-        const TensorSpec& tensor = program_->tensors[step.index];
-        absl::StatusOr<AllocatedBlock> block = allocator_.Allocate(tensor.bytes);
-        if (!block.ok()) return Fail(tensor, block.status());
-        addresses_[step.index] = block->address;
-        uint64_t& live = live_[static_cast<int>(tensor.role)];
-        uint64_t& peak = peak_live_[static_cast<int>(tensor.role)];
-        live += tensor.bytes;
-        peak = std::max(peak, live);
-        break;
-      }
-      case ProgramStep::Kind::kRelease: {
-        const TensorSpec& tensor = program_->tensors[step.index];
-        if (absl::Status freed = allocator_.Free(addresses_[step.index]); !freed.ok()) {
-          return Fail(tensor, freed);
-        }
-        addresses_[step.index] = 0;
-        live_[static_cast<int>(tensor.role)] -= tensor.bytes;
-        break;
-      }
-      case ProgramStep::Kind::kLaunch:
-        Launch(step.index);
-        break;
-    }
-  }
-
-  void Launch(int kernel_index) {
-    const KernelSpec& kernel = program_->kernels[kernel_index];
-    const uint32_t exec_id = static_cast<uint32_t>(kernel_index) + 1;
-    Event event;
-    event.exec_id = exec_id;
-    if (!defined_[kernel_index]) {
-      defined_[kernel_index] = true;
-      event.kind = EventKind::kKernelDefine;
-      event.name = kernel.name;
-      pending_.push_back(event);
-      event.name.clear();
-    }
-    event.kind = EventKind::kKernelBegin;
-    event.duration_ns = kernel.duration_ns;
-    pending_.push_back(event);
-    event.duration_ns = 0;
-    event.kind = EventKind::kAccess;
-    for (const KernelAccess& access : kernel.accesses) {
-      event.access = access.access;
-      event.address = addresses_[access.tensor];
-      event.size = program_->tensors[access.tensor].bytes;
-      pending_.push_back(event);
-    }
-    event.kind = EventKind::kKernelEnd;
-    event.access = AccessType::kRead;
-    event.address = 0;
-    event.size = 0;
-    pending_.push_back(std::move(event));
-  }
-
-  void Fail(const TensorSpec& tensor, const absl::Status& cause) {
-    const std::string where =
-        iteration_ < 0 ? std::string("setup") : absl::StrCat("iteration ", iteration_);
-    status_ = absl::Status(cause.code(),
-                           absl::StrFormat("mlp: %s, tensor %s (%s): %s", where,
-                                           tensor.name, FormatBytes(tensor.bytes),
-                                           cause.message()));
-    done_ = true;
-  }
-
-  std::shared_ptr<const MlpProgram> program_;
-  std::deque<Event> pending_;
-  CachingAllocator allocator_;
-  std::vector<uint64_t> addresses_;  // per tensor; valid while allocated
-  std::vector<bool> defined_;        // per kernel: kKernelDefine emitted
-  int iteration_ = -1;               // -1 while in setup
-  size_t step_ = 0;
-  bool done_ = false;
-  absl::Status status_;
-  std::array<uint64_t, kTensorRoleCount> live_{};
-  std::array<uint64_t, kTensorRoleCount> peak_live_{};
-};
-
-// Range limits: wide enough for any real MLP, narrow enough that no size
 // computation can overflow.
 constexpr int kMaxLayers = 4096;
 constexpr int kMaxHidden = 1 << 18;
@@ -515,7 +274,7 @@ absl::StatusOr<MlpOptions> MlpOptionsFromParams(const ParamMap& params) {
 }
 
 MlpWorkload::MlpWorkload(const MlpOptions& options,
-                         std::shared_ptr<const MlpProgram> program)
+                         std::shared_ptr<const TensorProgram> program)
     : options_(options), program_(std::move(program)) {}
 
 MlpWorkload::~MlpWorkload() = default;
@@ -542,34 +301,11 @@ absl::StatusOr<std::unique_ptr<MlpWorkload>> MlpWorkload::Create(
 }
 
 std::unique_ptr<EventSource> MlpWorkload::Open() const {
-  return std::make_unique<MlpEventSource>(program_);
+  return OpenTensorProgram(program_);
 }
 
 absl::StatusOr<MlpFootprint> MlpWorkload::Footprint() const {
-  MlpFootprint footprint;
-  for (const TensorSpec& tensor : program_->tensors) {
-    if (tensor.role == TensorRole::kParameter) footprint.parameter_bytes += tensor.bytes;
-    if (tensor.role == TensorRole::kOptimizerState) {
-      footprint.optimizer_state_bytes += tensor.bytes;
-    }
-    if (tensor.role == TensorRole::kData) footprint.data_bytes += tensor.bytes;
-  }
-  for (const ProgramStep& step : program_->iteration) {
-    if (step.kind != ProgramStep::Kind::kLaunch) continue;
-    ++footprint.kernels_per_iteration;
-    footprint.compute_ns_per_iteration += program_->kernels[step.index].duration_ns;
-  }
-  footprint.distinct_kernels = static_cast<int>(program_->kernels.size());
-
-  MlpEventSource source(program_);
-  Event event;
-  while (source.Next(event)) ++footprint.events;
-  if (!source.status().ok()) return source.status();
-  footprint.peak_activation_bytes = source.peak_live_bytes(TensorRole::kActivation);
-  footprint.peak_gradient_bytes = source.peak_live_bytes(TensorRole::kGradient);
-  footprint.peak_allocated_bytes = source.allocator_stats().peak_allocated_bytes;
-  footprint.peak_reserved_bytes = source.allocator_stats().peak_reserved_bytes;
-  return footprint;
+  return MeasureFootprint(program_);
 }
 
 std::string MlpWorkload::Describe() const {
@@ -580,28 +316,9 @@ std::string MlpWorkload::Describe() const {
       OptimizerName(o.optimizer), o.iterations);
   absl::StatusOr<MlpFootprint> f = Footprint();
   if (!f.ok()) return absl::StrCat(text, "  cannot run: ", f.status().message(), "\n");
-  absl::StrAppendFormat(&text, "  parameters        %s\n", FormatBytes(f->parameter_bytes));
-  absl::StrAppendFormat(&text, "  optimizer state   %s (%s)\n",
-                        FormatBytes(f->optimizer_state_bytes),
-                        o.optimizer == MlpOptimizer::kAdam ? "exp_avg, exp_avg_sq"
-                                                           : "momentum_buffer");
-  absl::StrAppendFormat(&text, "  input + target    %s\n", FormatBytes(f->data_bytes));
-  absl::StrAppendFormat(&text, "  peak activations  %s\n",
-                        FormatBytes(f->peak_activation_bytes));
-  absl::StrAppendFormat(&text, "  peak gradients    %s\n",
-                        FormatBytes(f->peak_gradient_bytes));
-  absl::StrAppendFormat(&text, "  peak allocated    %s (caching allocator, blocks)\n",
-                        FormatBytes(f->peak_allocated_bytes));
-  absl::StrAppendFormat(&text, "  peak reserved     %s (%.0f MB: the footprint)\n",
-                        FormatBytes(f->peak_reserved_bytes),
-                        static_cast<double>(f->peak_reserved_bytes) / 1e6);
-  absl::StrAppendFormat(
-      &text, "  kernels           %d per iteration, %d execution ids in all\n",
-      f->kernels_per_iteration, f->distinct_kernels);
-  absl::StrAppendFormat(&text, "  compute           %.3f ms per iteration (roofline)\n",
-                        static_cast<double>(f->compute_ns_per_iteration) / 1e6);
-  absl::StrAppendFormat(&text, "  events            %d in the stream\n", f->events);
-  return text;
+  return text + DescribeFootprint(*f, o.optimizer == MlpOptimizer::kAdam
+                                          ? "exp_avg, exp_avg_sq"
+                                          : "momentum_buffer");
 }
 
 namespace {

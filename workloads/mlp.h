@@ -28,7 +28,8 @@
 // has two accesses to that tensor: the data must be valid before the write.
 //
 // The program is a stream: each Open() interprets a one-iteration template
-// kernel by kernel and holds only a handful of pending events.
+// (workloads/tensor_program.h) kernel by kernel and holds only a handful of
+// pending events.
 #ifndef UMLAB_WORKLOADS_MLP_H_
 #define UMLAB_WORKLOADS_MLP_H_
 
@@ -41,6 +42,7 @@
 #include "core/compute_spec.h"
 #include "core/event_source.h"
 #include "core/param_map.h"
+#include "workloads/tensor_program.h"
 #include "workloads/workload.h"
 
 namespace umlab {
@@ -63,22 +65,9 @@ std::vector<ParamInfo> MlpParams();
 // Reads and range-checks resolved parameters.
 absl::StatusOr<MlpOptions> MlpOptionsFromParams(const ParamMap& params);
 
-// What one run of the program holds, measured by running it.
-struct MlpFootprint {
-  uint64_t parameter_bytes = 0;        // weights and biases
-  uint64_t optimizer_state_bytes = 0;  // exp_avg + exp_avg_sq, or momentum
-  uint64_t data_bytes = 0;             // input batch and target
-  uint64_t peak_activation_bytes = 0;  // forward outputs alive at once
-  uint64_t peak_gradient_bytes = 0;    // gradient tensors alive at once
-  uint64_t peak_allocated_bytes = 0;   // allocator: blocks handed to tensors
-  uint64_t peak_reserved_bytes = 0;    // allocator: segments (the footprint)
-  int kernels_per_iteration = 0;
-  int distinct_kernels = 0;            // execution ids, setup included
-  Nanos compute_ns_per_iteration = 0;  // sum of kernel durations
-  uint64_t events = 0;                 // in the whole stream
-};
-
-class MlpProgram;  // the one-iteration template, defined in mlp.cc
+// What one run of the program holds, measured by running it. "data" is the
+// input batch and the target.
+using MlpFootprint = ProgramFootprint;
 
 class MlpWorkload : public Workload {
  public:
@@ -97,11 +86,11 @@ class MlpWorkload : public Workload {
   const MlpOptions& options() const { return options_; }
 
  private:
-  MlpWorkload(const MlpOptions& options, std::shared_ptr<const MlpProgram> program);
+  MlpWorkload(const MlpOptions& options, std::shared_ptr<const TensorProgram> program);
 
   MlpOptions options_;
   // Shared with every open stream, so a stream may outlive the workload.
-  std::shared_ptr<const MlpProgram> program_;
+  std::shared_ptr<const TensorProgram> program_;
 };
 
 }  // namespace umlab

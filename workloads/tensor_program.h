@@ -137,6 +137,10 @@ class TensorProgramBuilder {
   void LaunchTimed(const std::string& name, Nanos duration_ns,
                    std::vector<KernelAccess> accesses);
 
+  // OK unless a kernel name was launched again with different accesses: a
+  // generator bug that would give two launches one execution id.
+  const absl::Status& status() const { return status_; }
+
   // The roofline duration the builder would give a kernel.
   Nanos RooflineNanos(double flops, double bytes, bool tensor_cores) const;
 
@@ -145,8 +149,11 @@ class TensorProgramBuilder {
 
   TensorProgram& program_;
   const ComputeSpec& spec_;
+  void CheckSameAccesses(int kernel, const std::vector<KernelAccess>& accesses);
+
   std::vector<ProgramStep>* steps_ = nullptr;
   absl::flat_hash_map<std::string, int> kernel_index_;
+  absl::Status status_;
 };
 
 // What one run of a program holds, measured by running it.

@@ -1,0 +1,270 @@
+// The DNN training zoo: parameter counts against the published models, and
+// the structure of the streamed program (determinism, lifetimes, stable
+// execution ids) on small configurations.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "workloads/dnn_workload.h"
+#include "workloads/workload.h"
+
+namespace umlab {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<Workload> Make(const std::string& spec) {
+  absl::StatusOr<std::unique_ptr<Workload>> workload = Workloads().Create(spec, ComputeSpec{});
+  EXPECT_TRUE(workload.ok()) << spec << ": " << workload.status();
+  return workload.ok() ? std::move(*workload) : nullptr;
+}
+
+std::vector<Event> Drain(const Workload& workload) {
+  std::unique_ptr<EventSource> source = workload.Open();
+  std::vector<Event> events;
+  Event event;
+  while (source->Next(event)) events.push_back(event);
+  EXPECT_TRUE(source->status().ok()) << source->status();
+  return events;
+}
+
+// Trainable parameters as the reference implementations count them
+// (sum(p.numel() for p in model.parameters())).
+struct ParameterCount {
+  const char* spec;
+  uint64_t parameters;
+};
+
+class ParameterCountTest : public ::testing::TestWithParam<ParameterCount> {};
+
+TEST_P(ParameterCountTest, MatchesTheReferenceImplementation) {
+  std::unique_ptr<Workload> workload = Make(GetParam().spec);
+  ASSERT_NE(workload, nullptr);
+  const auto* dnn = dynamic_cast<const DnnWorkload*>(workload.get());
+  ASSERT_NE(dnn, nullptr);
+  EXPECT_EQ(dnn->trainable_parameters(), GetParam().parameters) << GetParam().spec;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, ParameterCountTest,
+    ::testing::Values(
+        // HuggingFace GPT2LMHeadModel (lm_head tied to wte).
+        ParameterCount{"gpt2-small:batch=1,seq=8", 124'439'808},
+        ParameterCount{"gpt2-medium:batch=1,seq=8", 354'823'168},
+        ParameterCount{"gpt2-large:batch=1,seq=8", 774'030'080},
+        ParameterCount{"gpt2-xl:batch=1,seq=8", 1'557'611'200},
+        // HuggingFace BertForMaskedLM (decoder tied to the word embeddings).
+        ParameterCount{"bert-base:batch=1,seq=8", 109'514'298},
+        ParameterCount{"bert-large:batch=1,seq=8", 335'174'458},
+        // torchvision resnet50 / resnet152 / mobilenet_v2, timm vit_*_patch16_224.
+        ParameterCount{"resnet50:batch=1", 25'557'032},
+        ParameterCount{"resnet152:batch=1", 60'192'808},
+        // timm resnet200 (torchvision has no 200-layer model).
+        ParameterCount{"resnet200:batch=1", 64'673'832},
+        ParameterCount{"mobilenet:batch=1", 3'504'872},
+        ParameterCount{"vit-b:batch=1", 86'567'656},
+        ParameterCount{"vit-l:batch=1", 304'326'632}));
+
+TEST(DlrmTest, EmbeddingTablesHoldMostParameters) {
+  std::unique_ptr<Workload> workload = Make("dlrm:batch=16");
+  ASSERT_NE(workload, nullptr);
+  const auto* dnn = dynamic_cast<const DnnWorkload*>(workload.get());
+  // 33,762,577 Criteo Kaggle rows of dimension 128, plus the MLPs.
+  const uint64_t tables = 33'762'577ull * 128;
+  const uint64_t bottom = 13 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128;
+  const uint64_t top = 479 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 512 + 512 +
+                       512 * 256 + 256 + 256 * 1 + 1;
+  EXPECT_EQ(dnn->trainable_parameters(), tables + bottom + top);
+}
+
+// Small configurations of every generator, for the structural checks.
+const char* const kConfigurations[] = {
+    "gpt2-small:batch=1,seq=16,iterations=3",
+    "bert-base:batch=2,seq=16,iterations=2,optimizer=sgd",
+    "vit-b:batch=2,image=32,iterations=2,precision=bf16",
+    "resnet50:batch=2,image=32,iterations=2",
+    "mobilenet:batch=2,image=32,iterations=2,classes=100,precision=fp16",
+    "dlrm:batch=64,iterations=3",
+};
+
+class DnnStructureTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DnnStructureTest, StreamsAreIdentical) {
+  std::unique_ptr<Workload> workload = Make(GetParam());
+  ASSERT_NE(workload, nullptr);
+  const std::vector<Event> first = Drain(*workload);
+  const std::vector<Event> second = Drain(*workload);
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(first == second);
+}
+
+TEST_P(DnnStructureTest, AccessesTouchOnlyActiveBlocks) {
+  std::unique_ptr<Workload> workload = Make(GetParam());
+  ASSERT_NE(workload, nullptr);
+  std::map<uint64_t, uint64_t> active;  // start -> end
+  int accesses = 0, bad = 0;
+  for (const Event& e : Drain(*workload)) {
+    if (e.kind == EventKind::kActivate) {
+      EXPECT_TRUE(active.emplace(e.address, e.address + e.size).second);
+    } else if (e.kind == EventKind::kDeactivate) {
+      EXPECT_EQ(active.erase(e.address), 1u);
+    } else if (e.kind == EventKind::kAccess) {
+      ++accesses;
+      auto it = active.upper_bound(e.address);
+      const bool inside = it != active.begin() && std::prev(it)->first <= e.address &&
+                          e.address + e.size <= std::prev(it)->second;
+      if (!inside && bad++ < 5) ADD_FAILURE() << "access outside a live tensor at " << e.address;
+    }
+  }
+  EXPECT_GT(accesses, 0);
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_P(DnnStructureTest, EveryIterationRunsTheSameKernels) {
+  std::unique_ptr<Workload> workload = Make(GetParam());
+  ASSERT_NE(workload, nullptr);
+  std::vector<std::vector<uint32_t>> iterations;
+  std::set<uint32_t> defined;
+  for (const Event& e : Drain(*workload)) {
+    if (e.kind == EventKind::kIterationBegin) iterations.emplace_back();
+    if (e.kind == EventKind::kKernelDefine) {
+      EXPECT_TRUE(defined.insert(e.exec_id).second);
+    }
+    if (e.kind == EventKind::kKernelBegin) {
+      EXPECT_TRUE(defined.contains(e.exec_id));
+      EXPECT_GT(e.duration_ns, 0);
+      if (!iterations.empty()) iterations.back().push_back(e.exec_id);
+    }
+  }
+  ASSERT_GE(iterations.size(), 2u);
+  ASSERT_FALSE(iterations[0].empty());
+  for (size_t i = 1; i < iterations.size(); ++i) {
+    EXPECT_EQ(iterations[i], iterations[0]);
+  }
+}
+
+// Every tensor still alive when backward starts and born in this iteration
+// (saved activations, masks, statistics, the batch) is read by a backward
+// kernel before it is freed: nothing is kept that backward does not need.
+TEST_P(DnnStructureTest, SavedTensorsAreReadInBackward) {
+  std::unique_ptr<Workload> workload = Make(GetParam());
+  ASSERT_NE(workload, nullptr);
+  absl::flat_hash_map<uint32_t, std::string> names;
+  std::map<uint64_t, uint64_t> born;     // this iteration's live blocks: start -> end
+  std::map<uint64_t, uint64_t> pending;  // alive at the backward seed, not yet read
+  bool in_backward = false;
+  int saved = 0, checked_iterations = 0;
+  for (const Event& e : Drain(*workload)) {
+    switch (e.kind) {
+      case EventKind::kIterationBegin:
+        EXPECT_TRUE(pending.empty()) << pending.size() << " saved tensors never read";
+        born.clear();
+        pending.clear();
+        in_backward = false;
+        break;
+      case EventKind::kActivate:
+        born[e.address] = e.address + e.size;
+        break;
+      case EventKind::kDeactivate:
+        born.erase(e.address);
+        if (pending.erase(e.address) != 0) ADD_FAILURE() << "saved block freed unread";
+        break;
+      case EventKind::kKernelDefine:
+        names[e.exec_id] = e.name;
+        break;
+      case EventKind::kKernelBegin:
+        if (!in_backward && absl::EndsWith(names[e.exec_id], ".backward_seed")) {
+          in_backward = true;
+          ++checked_iterations;
+          for (const auto& [start, end] : born) {
+            if (end - start > 512) pending[start] = end;  // not the scalar loss
+          }
+          saved += static_cast<int>(pending.size());
+        }
+        break;
+      case EventKind::kAccess:
+        if (in_backward && e.access == AccessType::kRead) {
+          auto it = pending.upper_bound(e.address);
+          if (it != pending.begin() && std::prev(it)->second > e.address) pending.erase(std::prev(it));
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  EXPECT_TRUE(pending.empty());
+  EXPECT_GE(checked_iterations, 2);
+  EXPECT_GT(saved, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configurations, DnnStructureTest, ::testing::ValuesIn(kConfigurations));
+
+TEST(DnnWorkloadTest, DescribePrintsTheFootprint) {
+  std::unique_ptr<Workload> workload = Make("gpt2-small:batch=1,seq=64,iterations=1");
+  ASSERT_NE(workload, nullptr);
+  const std::string description = workload->Describe();
+  for (const char* line : {"trainable parameters 124.4 M", "parameters", "optimizer state",
+                           "peak activations", "peak reserved", "per iteration"}) {
+    EXPECT_THAT(description, HasSubstr(line));
+  }
+  const auto* dnn = dynamic_cast<const DnnWorkload*>(workload.get());
+  absl::StatusOr<ProgramFootprint> f = dnn->Footprint();
+  ASSERT_TRUE(f.ok()) << f.status();
+  // fp32 Adam: two moments per parameter, 4 bytes each.
+  EXPECT_EQ(f->optimizer_state_bytes, 2 * f->parameter_bytes);
+  EXPECT_EQ(f->parameter_bytes, 124'439'808ull * 4);
+  EXPECT_GE(f->peak_reserved_bytes, f->peak_allocated_bytes);
+}
+
+TEST(DnnWorkloadTest, HalfPrecisionHalvesTheParameters) {
+  std::unique_ptr<Workload> full = Make("bert-base:batch=1,seq=8,iterations=1");
+  std::unique_ptr<Workload> half = Make("bert-base:batch=1,seq=8,iterations=1,precision=fp16");
+  ASSERT_NE(full, nullptr);
+  ASSERT_NE(half, nullptr);
+  absl::StatusOr<ProgramFootprint> f = dynamic_cast<const DnnWorkload&>(*full).Footprint();
+  absl::StatusOr<ProgramFootprint> h = dynamic_cast<const DnnWorkload&>(*half).Footprint();
+  ASSERT_TRUE(f.ok() && h.ok());
+  EXPECT_EQ(f->parameter_bytes, 2 * h->parameter_bytes);
+}
+
+TEST(DnnWorkloadTest, EmbeddingRowsChangeEveryIterationButNotAcrossRuns) {
+  std::unique_ptr<Workload> workload = Make("dlrm:batch=256,iterations=2");
+  ASSERT_NE(workload, nullptr);
+  absl::flat_hash_map<uint32_t, std::string> names;
+  std::vector<std::vector<uint64_t>> rows(2);  // per iteration, table 2's touched rows
+  int iteration = -1;
+  uint32_t current = 0;
+  for (const Event& e : Drain(*workload)) {
+    if (e.kind == EventKind::kIterationBegin) iteration = static_cast<int>(e.iteration);
+    if (e.kind == EventKind::kKernelDefine) names[e.exec_id] = e.name;
+    if (e.kind == EventKind::kKernelBegin) current = e.exec_id;
+    if (e.kind == EventKind::kAccess && iteration >= 0 &&
+        absl::StartsWith(names[current], "emb_l.2.embedding_fwd") && e.size == 512) {
+      rows[iteration].push_back(e.address);
+    }
+  }
+  // Table 2 has 10 M rows: 256 power-law draws touch many distinct rows,
+  // some more than once (deduplicated), and a different set next batch.
+  ASSERT_GT(rows[0].size(), 50u);
+  EXPECT_LE(rows[0].size(), 256u);
+  EXPECT_NE(rows[0], rows[1]);
+}
+
+TEST(DnnWorkloadTest, RejectsBadParameters) {
+  for (const char* spec : {"gpt2-xl:batch=0", "gpt2-small:seq=2048", "bert-base:precision=fp8",
+                           "resnet50:optimizer=lamb", "vit-b:image=100", "dlrm:zipf=0"}) {
+    absl::StatusOr<std::unique_ptr<Workload>> workload =
+        Workloads().Create(spec, ComputeSpec{});
+    EXPECT_EQ(workload.status().code(), absl::StatusCode::kInvalidArgument) << spec;
+  }
+}
+
+}  // namespace
+}  // namespace umlab

@@ -190,6 +190,13 @@ std::string FormatTable(const std::vector<RunResult>& runs) {
   absl::StrAppendFormat(&out, "\nspeedup is against %s; useful = prefetched bytes touched "
                               "before eviction\n",
                         first.policy);
+  // Policies with tables of their own (DeepUM's correlation tables) say how
+  // much memory those take: DeepUM's Table 4 reports the same quantity.
+  for (const RunResult& run : runs) {
+    if (run.policy_table_bytes == 0) continue;
+    absl::StrAppendFormat(&out, "policy tables: %s uses %s\n", run.policy,
+                          FormatBytes(run.policy_table_bytes));
+  }
   return out;
 }
 

@@ -1,0 +1,375 @@
+#include "cli/regress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/experiment.h"
+#include "cli/report.h"
+#include "emu/device_config.h"
+#include "nlohmann/json.hpp"
+
+namespace umlab::cli {
+namespace {
+
+// ordered_json keeps the suite's key order, so --update rewrites the file
+// with the smallest possible diff.
+using Json = nlohmann::ordered_json;
+
+constexpr double kDefaultTolerance = 0.02;
+// What --update writes for a case that states no bounds.
+const char* const kDefaultMetrics[] = {"faults", "steady_faults_per_iteration", "time_ns",
+                                       "steady_time_ns_per_iteration"};
+
+struct Bound {
+  std::string metric;
+  std::optional<double> max;  // none yet: only --update can fill it
+  double tolerance = kDefaultTolerance;
+};
+
+struct Case {
+  std::string name;
+  std::string workload;
+  std::vector<std::string> workload_args;
+  std::string device;
+  std::string capacity;
+  std::string policy;
+  std::string backend;
+  std::vector<Bound> bounds;
+  Json* json = nullptr;  // the case in the parsed suite, for --update
+};
+
+absl::Status SuiteError(const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrFormat("suite %s: %s", path, what));
+}
+
+// A string member, or `fallback` when absent. Numbers are accepted where a
+// person would write one (capacity: 0.5).
+absl::StatusOr<std::string> StringMember(const Json& object, const char* key,
+                                         const std::string& fallback, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number()) return it->dump();
+  return absl::InvalidArgumentError(absl::StrFormat("%s: \"%s\" must be a string", where, key));
+}
+
+absl::StatusOr<double> NumberMember(const Json& object, const char* key, double fallback,
+                                    const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  if (!it->is_number()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: \"%s\" must be a number", where, key));
+  }
+  return it->get<double>();
+}
+
+bool KnownMetric(const std::string& metric) {
+  for (const std::string& known : RegressMetrics()) {
+    if (known == metric) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<Case>> ParseSuite(const std::string& path, Json& suite) {
+  if (!suite.is_object() || !suite.contains("cases") || !suite["cases"].is_array() ||
+      suite["cases"].empty()) {
+    return SuiteError(path, "expected an object with a non-empty \"cases\" array");
+  }
+  absl::StatusOr<double> suite_tolerance =
+      NumberMember(suite, "tolerance", kDefaultTolerance, absl::StrCat("suite ", path));
+  if (!suite_tolerance.ok()) return suite_tolerance.status();
+  static const Json kEmpty = Json::object();
+  const Json& defaults = suite.contains("defaults") ? suite["defaults"] : kEmpty;
+  if (!defaults.is_object()) return SuiteError(path, "\"defaults\" must be an object");
+
+  std::vector<Case> cases;
+  int index = 0;
+  for (Json& entry : suite["cases"]) {
+    const std::string where = absl::StrFormat("suite %s, case %d", path, index++);
+    if (!entry.is_object()) return absl::InvalidArgumentError(where + ": must be an object");
+    Case c;
+    c.json = &entry;
+    // Members fall back to the suite's defaults, then to the CLI's.
+    auto member = [&](const char* key, const std::string& fallback) {
+      absl::StatusOr<std::string> from_defaults = StringMember(defaults, key, fallback, where);
+      if (!from_defaults.ok()) return from_defaults;
+      return StringMember(entry, key, *from_defaults, where);
+    };
+    struct Field {
+      const char* key;
+      std::string* value;
+      const char* fallback;
+    };
+    for (const Field& field : {Field{"workload", &c.workload, ""}, Field{"policy", &c.policy, ""},
+                               Field{"device", &c.device, "v100-pcie3"},
+                               Field{"capacity", &c.capacity, "0.5"},
+                               Field{"backend", &c.backend, "sim"}}) {
+      absl::StatusOr<std::string> value = member(field.key, field.fallback);
+      if (!value.ok()) return value.status();
+      *field.value = *value;
+    }
+    if (c.workload.empty() || c.policy.empty()) {
+      return absl::InvalidArgumentError(where + ": needs \"workload\" and \"policy\"");
+    }
+    if (auto args = entry.find("workload_args"); args != entry.end()) {
+      if (args->is_string()) {
+        c.workload_args.push_back(args->get<std::string>());
+      } else if (args->is_array()) {
+        for (const Json& arg : *args) {
+          if (!arg.is_string()) {
+            return absl::InvalidArgumentError(where + ": \"workload_args\" holds strings (k=v)");
+          }
+          c.workload_args.push_back(arg.get<std::string>());
+        }
+      } else {
+        return absl::InvalidArgumentError(where + ": \"workload_args\" must be a list of k=v");
+      }
+    }
+    absl::StatusOr<std::string> name = StringMember(
+        entry, "name", absl::StrCat(c.workload, "/", c.policy), where);
+    if (!name.ok()) return name.status();
+    c.name = *name;
+
+    if (auto expect = entry.find("expect"); expect != entry.end()) {
+      if (!expect->is_object()) {
+        return absl::InvalidArgumentError(where + ": \"expect\" must be an object");
+      }
+      for (auto it = expect->begin(); it != expect->end(); ++it) {
+        const std::string metric = it.key();
+        if (!KnownMetric(metric)) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: unknown metric \"%s\"; known: %s", where, metric,
+              absl::StrJoin(RegressMetrics(), ", ")));
+        }
+        if (!it->is_object()) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: \"%s\" must be an object like {\"max\": 100}", where, metric));
+        }
+        Bound bound;
+        bound.metric = metric;
+        if (it->contains("max")) {
+          absl::StatusOr<double> max = NumberMember(*it, "max", 0, where);
+          if (!max.ok()) return max.status();
+          bound.max = *max;
+        }
+        absl::StatusOr<double> tolerance =
+            NumberMember(*it, "tolerance", *suite_tolerance, where);
+        if (!tolerance.ok()) return tolerance.status();
+        if (*tolerance < 0) {
+          return absl::InvalidArgumentError(where + ": a tolerance cannot be negative");
+        }
+        bound.tolerance = *tolerance;
+        c.bounds.push_back(bound);
+      }
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+double Metric(const RunResult& run, const std::string& metric) {
+  const RunStats& s = run.stats;
+  if (metric == "faults") return static_cast<double>(s.faults);
+  if (metric == "steady_faults_per_iteration") {
+    return SteadyStateMean(s, &IterationStats::faults);
+  }
+  if (metric == "time_ns") return static_cast<double>(s.time_ns);
+  if (metric == "steady_time_ns_per_iteration") return SteadyStateMeanTime(s);
+  if (metric == "stall_ns") return static_cast<double>(s.stall_ns);
+  if (metric == "h2d_bytes") return static_cast<double>(s.h2d_bytes);
+  if (metric == "d2h_bytes") return static_cast<double>(s.d2h_bytes);
+  if (metric == "policy_table_bytes") return static_cast<double>(run.policy_table_bytes);
+  return 0;
+}
+
+std::string Number(double value) {
+  return value == static_cast<double>(static_cast<int64_t>(value))
+             ? absl::StrFormat("%d", static_cast<int64_t>(value))
+             : absl::StrFormat("%.1f", value);
+}
+
+// The value --update stores: whole numbers stay whole in the file.
+Json Stored(double value) {
+  if (value == static_cast<double>(static_cast<int64_t>(value))) {
+    return Json(static_cast<int64_t>(value));
+  }
+  return Json(std::round(value * 10) / 10);
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()), 0);
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t c = 0; c < rows[r].size(); ++c) {
+      absl::StrAppend(&out, c == 0 ? "" : "  ",
+                      c < 2 ? absl::StrFormat("%-*s", widths[c], rows[r][c])
+                            : absl::StrFormat("%*s", widths[c], rows[r][c]));
+    }
+    out += "\n";
+    if (r == 0) {
+      size_t total = 0;
+      for (size_t w : widths) total += w + 2;
+      out += std::string(total - 2, '-') + "\n";
+    }
+  }
+  return out;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    file << text;
+    file.flush();
+    if (!file) return absl::UnavailableError(absl::StrFormat("cannot write %s", temporary));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrFormat("cannot replace %s", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<std::string>& RegressMetrics() {
+  static const std::vector<std::string>* metrics = new std::vector<std::string>{
+      "faults",      "steady_faults_per_iteration", "time_ns",   "steady_time_ns_per_iteration",
+      "stall_ns",    "h2d_bytes",                   "d2h_bytes", "policy_table_bytes"};
+  return *metrics;
+}
+
+RegressOutcome RunRegressSuite(const std::string& path, bool update, std::ostream& out) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return {kExitUsage, absl::StrFormat("cannot read suite %s", path)};
+  std::stringstream text;
+  text << file.rdbuf();
+  // No exceptions cross into our code: a parse error yields a discarded value.
+  Json suite = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (suite.is_discarded()) {
+    return {kExitUsage, absl::StrFormat("suite %s is not valid JSON", path)};
+  }
+  absl::StatusOr<std::vector<Case>> cases = ParseSuite(path, suite);
+  if (!cases.ok()) return {kExitUsage, std::string(cases.status().message())};
+
+  // Validate every case before running any, so a typo fails in a second.
+  std::map<std::string, std::unique_ptr<ProgramInput>> programs;
+  std::vector<std::pair<DeviceConfig, ProgramInput*>> setups;
+  for (const Case& c : *cases) {
+    absl::StatusOr<DeviceConfig> device = DevicePreset(c.device);
+    if (!device.ok()) {
+      return {kExitUsage, absl::StrFormat("case %s: %s", c.name, device.status().message())};
+    }
+    const std::string key =
+        absl::StrCat(c.workload, "|", absl::StrJoin(c.workload_args, ","), "|", c.device);
+    std::unique_ptr<ProgramInput>& program = programs[key];
+    if (program == nullptr) {
+      absl::StatusOr<ProgramInput> input =
+          ProgramInput::FromWorkload(c.workload, c.workload_args, device->compute);
+      if (!input.ok()) {
+        return {kExitUsage, absl::StrFormat("case %s: %s", c.name, input.status().message())};
+      }
+      program = std::make_unique<ProgramInput>(std::move(*input));
+    }
+    setups.emplace_back(*device, program.get());
+  }
+
+  std::vector<std::vector<std::string>> rows = {
+      {"case", "metric", "bound", "measured", "delta", "tolerance", "result"}};
+  std::vector<std::string> regressions;
+  int bounds_checked = 0, bounds_passed = 0, runs_failed = 0;
+  for (size_t i = 0; i < cases->size(); ++i) {
+    Case& c = (*cases)[i];
+    RunRequest request;
+    request.program = setups[i].second;
+    request.device = setups[i].first;
+    request.capacity = c.capacity;
+    request.policy = c.policy;
+    request.backend = c.backend;
+    absl::StatusOr<RunResult> run = ExecuteRun(request);
+    if (!run.ok()) {
+      ++runs_failed;
+      rows.push_back({c.name, "(run)", "-", "-", "-", "-", "ERROR"});
+      regressions.push_back(absl::StrFormat("%s: the run failed: %s", c.name,
+                                            run.status().message()));
+      continue;
+    }
+    if (update) {
+      if (c.bounds.empty()) {
+        for (const char* metric : kDefaultMetrics) c.bounds.push_back(Bound{metric});
+      }
+      Json& expect = (*c.json)["expect"];
+      for (Bound& bound : c.bounds) {
+        const double measured = Metric(*run, bound.metric);
+        const std::string before = bound.max.has_value() ? Number(*bound.max) : "-";
+        expect[bound.metric]["max"] = Stored(measured);
+        rows.push_back({c.name, bound.metric, before, Number(measured), "-",
+                        absl::StrFormat("%g%%", 100 * bound.tolerance), "UPDATED"});
+      }
+      continue;
+    }
+    if (c.bounds.empty()) {
+      rows.push_back({c.name, "(none)", "-", "-", "-", "-", "NO BOUNDS"});
+      continue;
+    }
+    for (const Bound& bound : c.bounds) {
+      const double measured = Metric(*run, bound.metric);
+      ++bounds_checked;
+      if (!bound.max.has_value()) {
+        rows.push_back({c.name, bound.metric, "-", Number(measured), "-", "-", "NO MAX"});
+        regressions.push_back(absl::StrFormat(
+            "%s: %s has no \"max\"; run with --update to record one", c.name, bound.metric));
+        continue;
+      }
+      const double max = *bound.max;
+      const double delta = max == 0 ? (measured == 0 ? 0 : 1) : (measured - max) / max;
+      const bool pass = measured <= max * (1 + bound.tolerance);
+      if (pass) ++bounds_passed;
+      rows.push_back({c.name, bound.metric, Number(max), Number(measured),
+                      absl::StrFormat("%+.1f%%", 100 * delta),
+                      absl::StrFormat("%g%%", 100 * bound.tolerance), pass ? "pass" : "FAIL"});
+      if (!pass) {
+        regressions.push_back(absl::StrFormat(
+            "%s: %s = %s, above its bound %s by %+.1f%% (tolerance %g%%)", c.name,
+            bound.metric, Number(measured), Number(max), 100 * delta, 100 * bound.tolerance));
+      }
+    }
+  }
+
+  out << absl::StrFormat("suite %s: %d cases\n\n", path, cases->size()) << Table(rows);
+  if (update) {
+    if (runs_failed > 0) {
+      return {kExitFailure, absl::StrFormat("%d case(s) failed to run; %s not rewritten:\n  %s",
+                                            runs_failed, path, absl::StrJoin(regressions, "\n  "))};
+    }
+    const std::string rewritten =
+        suite.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    if (absl::Status status = WriteFile(path, rewritten); !status.ok()) {
+      return {kExitFailure, std::string(status.message())};
+    }
+    out << absl::StrFormat("\nexpectations of %d cases rewritten in %s\n", cases->size(), path);
+    return {kExitOk, ""};
+  }
+  out << absl::StrFormat("\n%d of %d bounds passed\n", bounds_passed, bounds_checked);
+  if (regressions.empty()) return {kExitOk, ""};
+  out << "\nregressions:\n";
+  for (const std::string& line : regressions) out << "  " << line << "\n";
+  return {kExitFailure, absl::StrFormat("%d regression(s) in %s", regressions.size(), path)};
+}
+
+}  // namespace umlab::cli

@@ -1,0 +1,44 @@
+// `umlab regress SUITE.json [--update]`: policy regression suites as a
+// feature. A suite is a list of cases (workload, device, capacity, policy,
+// backend) with expectations stated as upper bounds and tolerances:
+//
+//   {
+//     "tolerance": 0.02,                       // default for every bound
+//     "defaults": {"device": "v100-pcie3", "capacity": "0.5", "backend": "sim"},
+//     "cases": [
+//       {"name": "mlp/deepum", "workload": "mlp",
+//        "workload_args": ["iterations=3"], "policy": "deepum:n=16",
+//        "expect": {"steady_faults_per_iteration": {"max": 8114},
+//                   "time_ns": {"max": 2.3e8, "tolerance": 0.05}}}
+//     ]
+//   }
+//
+// A bound passes when measured <= max * (1 + tolerance). The command prints
+// one row per bound with the delta against `max`, and exits 1 if any bound is
+// exceeded or a case fails to run, 2 if the suite itself is unusable.
+// `--update` runs every case and rewrites each `max` to the measured value
+// (a case without `expect` gets the default metrics); tolerances are kept.
+#ifndef UMLAB_CLI_REGRESS_H_
+#define UMLAB_CLI_REGRESS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace umlab::cli {
+
+// The metrics a bound may name, in the order rows are printed.
+const std::vector<std::string>& RegressMetrics();
+
+struct RegressOutcome {
+  int exit_code = 0;    // kExitOk, kExitFailure or kExitUsage
+  std::string message;  // why, when exit_code is not kExitOk
+};
+
+// Runs (and with `update`, rewrites) the suite at `path`, printing the table
+// to `out`.
+RegressOutcome RunRegressSuite(const std::string& path, bool update, std::ostream& out);
+
+}  // namespace umlab::cli
+
+#endif  // UMLAB_CLI_REGRESS_H_

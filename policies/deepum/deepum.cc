@@ -1,0 +1,390 @@
+#include "policies/deepum/deepum.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace umlab {
+
+// ---------------------------------------------------------------------------
+// Execution-id table.
+
+void ExecutionTable::Record(const KernelHistory& history, uint32_t next) {
+  std::vector<Entry>& records = entries_[history[3]];
+  const std::array<uint32_t, 3> before = {history[0], history[1], history[2]};
+  for (Entry& record : records) {
+    if (record.before == before) {
+      record.next = next;
+      return;
+    }
+  }
+  // Unbounded per id (§4.2): a mispredicted kernel is expensive, a record is
+  // sixteen bytes.
+  records.push_back(Entry{before, next});
+  ++total_records_;
+}
+
+std::optional<uint32_t> ExecutionTable::Predict(const KernelHistory& history) const {
+  auto it = entries_.find(history[3]);
+  if (it == entries_.end()) return std::nullopt;
+  const std::array<uint32_t, 3> before = {history[0], history[1], history[2]};
+  for (const Entry& record : it->second) {
+    if (record.before == before) return record.next;
+  }
+  return std::nullopt;
+}
+
+size_t ExecutionTable::records(uint32_t exec_id) const {
+  auto it = entries_.find(exec_id);
+  return it == entries_.end() ? 0 : it->second.size();
+}
+
+uint64_t ExecutionTable::Bytes() const {
+  uint64_t bytes = sizeof(*this);
+  for (const auto& [id, records] : entries_) {
+    bytes += sizeof(id) + sizeof(records) + records.capacity() * sizeof(Entry);
+  }
+  return bytes;
+}
+
+// ---------------------------------------------------------------------------
+// UM-block table.
+
+BlockTable::BlockTable(int rows, int assoc, int succs)
+    : rows_(rows), assoc_(assoc), succs_(succs),
+      ways_(static_cast<size_t>(rows) * assoc),
+      successors_(static_cast<size_t>(rows) * assoc * succs) {}
+
+int BlockTable::FindWay(BlockNumber block) const {
+  const int base = RowOf(block) * assoc_;
+  for (int way = base; way < base + assoc_; ++way) {
+    if (ways_[way].last_update != 0 && ways_[way].tag == block) return way;
+  }
+  return -1;
+}
+
+void BlockTable::Insert(BlockNumber block, BlockNumber successor) {
+  if (block == successor) return;
+  int way = FindWay(block);
+  if (way < 0) {
+    // A row conflict: the least recently updated way (an empty one first)
+    // gives its place, successors and all.
+    const int base = RowOf(block) * assoc_;
+    way = base;
+    for (int candidate = base; candidate < base + assoc_; ++candidate) {
+      if (ways_[candidate].last_update < ways_[way].last_update) way = candidate;
+    }
+    ways_[way] = Way{block, 0, 0};
+  }
+  Way& entry = ways_[way];
+  entry.last_update = ++clock_;
+  BlockNumber* list = &successors_[static_cast<size_t>(way) * succs_];
+  int position = static_cast<int>(std::find(list, list + entry.count, successor) - list);
+  if (position == entry.count) {
+    // New successor: the least recent one falls off a full list.
+    if (entry.count < succs_) ++entry.count;
+    position = entry.count - 1;
+  }
+  // MRU order: the successor moves to the front, the ones before it shift.
+  std::copy_backward(list, list + position, list + position + 1);
+  list[0] = successor;
+}
+
+absl::Span<const BlockNumber> BlockTable::Successors(BlockNumber block) const {
+  const int way = FindWay(block);
+  if (way < 0) return {};
+  return absl::MakeConstSpan(&successors_[static_cast<size_t>(way) * succs_],
+                             static_cast<size_t>(ways_[way].count));
+}
+
+uint64_t BlockTable::Bytes() const {
+  return sizeof(*this) + ways_.capacity() * sizeof(Way) +
+         successors_.capacity() * sizeof(BlockNumber);
+}
+
+// ---------------------------------------------------------------------------
+// The policy.
+
+DeepUmPolicy::DeepUmPolicy(const DeepUmOptions& options) : options_(options) {}
+
+const BlockTable* DeepUmPolicy::block_table(uint32_t exec_id) const {
+  auto it = block_tables_.find(exec_id);
+  return it == block_tables_.end() ? nullptr : it->second.get();
+}
+
+BlockTable& DeepUmPolicy::TableFor(uint32_t exec_id) {
+  std::unique_ptr<BlockTable>& table = block_tables_[exec_id];
+  if (table == nullptr) {
+    table = std::make_unique<BlockTable>(options_.rows, options_.assoc, options_.succs);
+  }
+  return *table;
+}
+
+uint64_t DeepUmPolicy::TableBytes() const {
+  uint64_t bytes = execution_table_.Bytes();
+  for (const auto& [id, table] : block_tables_) {
+    bytes += sizeof(id) + sizeof(table) + table->Bytes();
+  }
+  return bytes;
+}
+
+std::vector<uint32_t> DeepUmPolicy::PredictedKernels() const {
+  std::vector<uint32_t> kernels;
+  for (const WindowKernel& kernel : window_) kernels.push_back(kernel.history[3]);
+  return kernels;
+}
+
+// --- Recording: the correlator thread ---------------------------------------
+
+void DeepUmPolicy::OnKernelBegin(uint32_t exec_id) {
+  // The kernel that just ended, with the three before it, led to this one.
+  if (history_[3] != 0) execution_table_.Record(history_, exec_id);
+  history_ = {history_[1], history_[2], history_[3], exec_id};
+  // §6.2, Table 4: a block table is allocated when a new execution id shows up.
+  TableFor(exec_id);
+  kernel_running_ = true;
+  first_fault_.reset();
+  last_fault_.reset();
+
+  if (!window_.empty() && window_.front().history[3] != exec_id) {
+    // A failed prediction ends chaining; what it queued is for kernels that
+    // are not coming.
+    ++mispredictions_;
+    AbortChain();
+  }
+  MaybePreEvict();
+}
+
+void DeepUmPolicy::OnKernelEnd(uint32_t exec_id) {
+  // The end block is the last fault before the execution-id transition (§4.2).
+  // A kernel that did not fault this time keeps what it learned before.
+  if (kernel_running_ && last_fault_.has_value()) TableFor(exec_id).end = *last_fault_;
+  kernel_running_ = false;
+  if (!window_.empty() && window_.front().history[3] == exec_id) PopWindowFront();
+  // Chaining paused with N kernels queued ahead; now one more fits.
+  if (chaining_) ExtendChain();
+  MaybePreEvict();
+}
+
+void DeepUmPolicy::RecordFault(BlockNumber block) {
+  BlockTable& table = TableFor(history_[3]);
+  if (!first_fault_.has_value()) {
+    // The start block is the first fault after the transition (§4.2).
+    first_fault_ = block;
+    table.start = block;
+  } else {
+    table.Insert(*last_fault_, block);
+  }
+  last_fault_ = block;
+}
+
+void DeepUmPolicy::OnFaultBatch(const FaultBatch& batch) {
+  if (!kernel_running_ || history_[3] == 0) return;
+  // The raw entries keep arrival order, which is the order the kernel
+  // reached the blocks in; the grouped list is in address order.
+  std::optional<BlockNumber> first_in_batch;
+  for (const FaultEntry& entry : batch.raw) {
+    const BlockNumber block = BlockOfPage(entry.page);
+    if (last_fault_.has_value() && *last_fault_ == block) continue;
+    RecordFault(block);
+    if (!first_in_batch.has_value()) first_in_batch = block;
+  }
+  // A new fault ends the chain in progress and starts one from the fault.
+  if (first_in_batch.has_value()) StartChain(*first_in_batch);
+  MaybePreEvict();
+}
+
+// --- Chaining: the prefetching thread ---------------------------------------
+
+PageMask DeepUmPolicy::ExpandFault(BlockNumber /*block*/, const PageMask& /*faulted*/) {
+  // DeepUM moves UM blocks, not pages (§4.2): the migration thread brings the
+  // whole faulted block.
+  return FullPageMask();
+}
+
+void DeepUmPolicy::StartChain(BlockNumber block) {
+  AbortChain();
+  chaining_ = true;
+  window_.push_back(WindowKernel{history_, {}});
+  WalkKernel(window_.back(), block);
+  ExtendChain();
+}
+
+void DeepUmPolicy::AbortChain() {
+  if (chaining_ || !window_.empty()) ++chain_aborts_;
+  chaining_ = false;
+  context().CancelPrefetches();
+  while (!window_.empty()) PopWindowFront();
+}
+
+void DeepUmPolicy::ExtendChain() {
+  while (chaining_ && window_.size() < static_cast<size_t>(options_.lookahead) + 1) {
+    if (window_.empty()) {
+      chaining_ = false;
+      return;
+    }
+    const KernelHistory& last = window_.back().history;
+    const std::optional<uint32_t> next = execution_table_.Predict(last);
+    if (!next.has_value()) {
+      // Failing to predict the next kernel ends chaining (§4.2); what is
+      // queued stays queued.
+      chaining_ = false;
+      return;
+    }
+    window_.push_back(WindowKernel{{last[1], last[2], last[3], *next}, {}});
+    const BlockTable* table = block_table(*next);
+    if (table != nullptr && table->start.has_value()) {
+      WalkKernel(window_.back(), *table->start);
+    }
+  }
+}
+
+void DeepUmPolicy::WalkKernel(WindowKernel& kernel, BlockNumber origin) {
+  const uint32_t exec_id = kernel.history[3];
+  const BlockTable* table = block_table(exec_id);
+  // Breadth first over the successors: the most recent successor of each
+  // block comes first. A kernel's table holds at most rows x assoc blocks.
+  walk_queue_.clear();
+  walk_seen_.clear();
+  walk_queue_.push_back(origin);
+  walk_seen_.insert(origin);
+  const size_t limit = table == nullptr ? 1 : static_cast<size_t>(table->capacity()) + 1;
+  for (size_t head = 0; head < walk_queue_.size(); ++head) {
+    const BlockNumber block = walk_queue_[head];
+    context().Prefetch(block, FullPageMask(), exec_id);
+    kernel.blocks.push_back(block);
+    ++predicted_[block];
+    // Meeting the end block ends prefetching for this kernel (§4.2).
+    if (table == nullptr || (table->end.has_value() && block == *table->end)) break;
+    for (BlockNumber successor : table->Successors(block)) {
+      if (walk_queue_.size() >= limit) break;
+      if (walk_seen_.insert(successor).second) walk_queue_.push_back(successor);
+    }
+  }
+}
+
+void DeepUmPolicy::PopWindowFront() {
+  for (BlockNumber block : window_.front().blocks) {
+    auto it = predicted_.find(block);
+    if (it != predicted_.end() && --it->second == 0) predicted_.erase(it);
+  }
+  window_.pop_front();
+}
+
+// --- Eviction: pre-eviction and invalidation --------------------------------
+
+std::optional<BlockNumber> DeepUmPolicy::UnpredictedVictim(
+    std::optional<BlockNumber> except) const {
+  return context().memory().LeastRecentlyMigrated(
+      [&](const BlockState& state) { return !predicted_.contains(state.number); }, except);
+}
+
+std::optional<BlockNumber> DeepUmPolicy::ChooseVictim(const VictimQuery& query) {
+  // deepum-prefetch leaves eviction to the driver (least recently migrated).
+  if (!options_.pre_evict) return Policy::ChooseVictim(query);
+  if (std::optional<BlockNumber> victim = UnpredictedVictim(query.for_block)) return victim;
+  // Every evictable block is wanted by the current kernel or the next N.
+  // A prefetch is not worth evicting one of them; a fault has to be served.
+  if (query.reason == VictimReason::kPrefetch) return std::nullopt;
+  return Policy::ChooseVictim(query);
+}
+
+void DeepUmPolicy::MaybePreEvict() {
+  if (!options_.pre_evict) return;
+  const MemoryView& memory = context().memory();
+  // §5.1: pre-evict when no free device memory is left.
+  if (memory.free_frames() > 0) {
+    pending_pre_eviction_.reset();
+    return;
+  }
+  if (pending_pre_eviction_.has_value()) {
+    const BlockState* state = memory.Find(*pending_pre_eviction_);
+    if (state != nullptr && state->Evictable()) return;  // still on its way out
+    pending_pre_eviction_.reset();
+  }
+  const std::optional<BlockNumber> victim = UnpredictedVictim(std::nullopt);
+  if (!victim.has_value()) return;
+  context().PreEvict(*victim);
+  pending_pre_eviction_ = victim;
+  ++pre_evictions_;
+}
+
+void DeepUmPolicy::OnFreeSpaceChanged(uint64_t /*free_frames*/) { MaybePreEvict(); }
+
+void DeepUmPolicy::OnEvicted(BlockNumber block, const PageMask& /*pages*/) {
+  if (pending_pre_eviction_ == block) pending_pre_eviction_.reset();
+}
+
+PageMask DeepUmPolicy::PagesToDrop(const BlockState& victim) {
+  // §5.2: bytes the allocator holds as free are garbage; dropping them saves
+  // the write-back. Active pages of the same block are written back as usual.
+  if (!options_.invalidate) return PageMask();
+  return victim.inactive & victim.resident;
+}
+
+// ---------------------------------------------------------------------------
+// Registration: the full policy and the two ablation presets share one
+// parameter list and one factory.
+
+namespace {
+
+std::vector<ParamInfo> DeepUmParams() {
+  return {
+      {"rows", ParamType::kInt, "2048", "rows of each UM-block correlation table (NumRows)"},
+      {"assoc", ParamType::kInt, "2", "ways per row (Assoc)"},
+      {"succs", ParamType::kInt, "4", "successors kept per block, MRU order (NumSuccs)"},
+      {"n", ParamType::kInt, "16",
+       "kernels prefetched ahead of the current one before chaining pauses (the paper's N)"},
+  };
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> MakeDeepUm(const ParamMap& params, const char* name,
+                                                   bool pre_evict, bool invalidate) {
+  DeepUmOptions options;
+  options.pre_evict = pre_evict;
+  options.invalidate = invalidate;
+  const int64_t rows = params.Int("rows"), assoc = params.Int("assoc");
+  const int64_t succs = params.Int("succs"), lookahead = params.Int("n");
+  if (rows < 1 || rows > (1 << 22) || assoc < 1 || assoc > 64 || succs < 1 || succs > 64) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "policy %s: rows=%d, assoc=%d, succs=%d out of range (rows 1..4194304, assoc and "
+        "succs 1..64)",
+        name, rows, assoc, succs));
+  }
+  if (lookahead < 0 || lookahead > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy %s: n=%d must be 0..4096 kernels", name, lookahead));
+  }
+  options.rows = static_cast<int>(rows);
+  options.assoc = static_cast<int>(assoc);
+  options.succs = static_cast<int>(succs);
+  options.lookahead = static_cast<int>(lookahead);
+  return std::make_unique<DeepUmPolicy>(options);
+}
+
+}  // namespace
+
+UMLAB_REGISTER_POLICY(
+    deepum, {"deepum",
+             "DeepUM (ASPLOS '23): correlation prefetching with chaining, pre-eviction, "
+             "invalidation of inactive allocator blocks",
+             DeepUmParams(), [](const ParamMap& params) {
+               return MakeDeepUm(params, "deepum", /*pre_evict=*/true, /*invalidate=*/true);
+             }});
+UMLAB_REGISTER_POLICY(
+    deepum_prefetch,
+    {"deepum-prefetch",
+     "DeepUM ablation: correlation prefetching only (eviction as the driver does it)",
+     DeepUmParams(), [](const ParamMap& params) {
+       return MakeDeepUm(params, "deepum-prefetch", /*pre_evict=*/false, /*invalidate=*/false);
+     }});
+UMLAB_REGISTER_POLICY(
+    deepum_preevict,
+    {"deepum-preevict", "DeepUM ablation: correlation prefetching and pre-eviction",
+     DeepUmParams(), [](const ParamMap& params) {
+       return MakeDeepUm(params, "deepum-preevict", /*pre_evict=*/true, /*invalidate=*/false);
+     }});
+
+}  // namespace umlab

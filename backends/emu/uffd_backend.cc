@@ -1,0 +1,917 @@
+#include "backends/emu/uffd_backend.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "emu/backend_registry.h"
+
+namespace umlab {
+namespace {
+
+constexpr int kMaskWords = kPagesPerBlock / 64;
+constexpr size_t kMaxLatencySamples = 1 << 20;
+// How often the run thread looks up from waiting (SIGINT, errors, watchdog).
+constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
+// An SM that falls this far behind its compute pacing (it stalled) starts
+// pacing afresh instead of rushing to catch up.
+constexpr Nanos kPacingCatchUpNanos = 200000;
+
+// SIGINT: the handler only raises a flag; the run thread sees it within
+// kPollInterval and tears everything down.
+std::atomic<int> g_interrupted{0};
+extern "C" void OnSigint(int) { g_interrupted.store(1); }
+
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_interrupted.store(0);
+    struct sigaction action = {};
+    action.sa_handler = OnSigint;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &previous_, nullptr); }
+
+ private:
+  struct sigaction previous_ = {};
+};
+
+// Helper threads start with every signal blocked, so SIGINT reaches the
+// run thread and no worker's system call is interrupted.
+template <typename Fn>
+std::thread StartQuietThread(Fn fn) {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  std::thread thread(std::move(fn));
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return thread;
+}
+
+void SleepPacing(Nanos deadline) {
+  timespec ts{static_cast<time_t>(deadline / 1000000000),
+              static_cast<long>(deadline % 1000000000)};
+  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+}
+
+}  // namespace
+
+struct UffdBackend::SlotBits {
+  std::atomic<uint64_t> mapped[kMaskWords];
+  std::atomic<uint64_t> accessed[kMaskWords];
+  std::atomic<uint64_t> dirty[kMaskWords];
+};
+
+namespace {
+
+bool TestBit(const std::atomic<uint64_t>* words, int index) {
+  return (words[index / 64].load(std::memory_order_relaxed) >> (index % 64)) & 1;
+}
+void SetBit(std::atomic<uint64_t>* words, int index) {
+  const uint64_t bit = uint64_t{1} << (index % 64);
+  if ((words[index / 64].load(std::memory_order_relaxed) & bit) == 0) {
+    words[index / 64].fetch_or(bit);
+  }
+}
+void OrMask(std::atomic<uint64_t>* words, const PageMask& mask) {
+  for (int w = 0; w < kMaskWords; ++w) {
+    uint64_t bits = ((mask >> (w * 64)) & PageMask(~uint64_t{0})).to_ullong();
+    if (bits != 0) words[w].fetch_or(bits);
+  }
+}
+void ClearMask(std::atomic<uint64_t>* words, const PageMask& mask) {
+  for (int w = 0; w < kMaskWords; ++w) {
+    uint64_t bits = ((mask >> (w * 64)) & PageMask(~uint64_t{0})).to_ullong();
+    if (bits != 0) words[w].fetch_and(~bits);
+  }
+}
+
+}  // namespace
+
+PageMask UffdBackend::Load(const std::atomic<uint64_t>* words) const {
+  PageMask mask;
+  for (int w = kMaskWords - 1; w >= 0; --w) {
+    mask <<= 64;
+    mask |= PageMask(words[w].load());
+  }
+  return mask;
+}
+
+// ---------------------------------------------------------------------------
+// Construction and teardown.
+
+UffdBackend::UffdBackend(const DeviceConfig& device, uint64_t capacity_frames,
+                         const UffdOptions& options)
+    : device_config_(device),
+      capacity_frames_(capacity_frames),
+      options_(options),
+      throttle_(device.link, options.dilation, options.throttle),
+      verifier_(options.verify),
+      fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)) {}
+
+absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceConfig& device,
+                                                                 uint64_t capacity_frames,
+                                                                 const UffdOptions& options) {
+  std::unique_ptr<UffdBackend> backend(new UffdBackend(device, capacity_frames, options));
+  UffdDevice::Options device_options;
+  device_options.max_blocks = options.max_blocks;
+  absl::StatusOr<std::unique_ptr<UffdDevice>> created = UffdDevice::Create(device_options);
+  if (!created.ok()) return created.status();
+  backend->device_ = std::move(*created);
+  backend->bits_.reset(new SlotBits[options.max_blocks]());
+  backend->block_of_slot_.reset(new BlockNumber[options.max_blocks]());
+  backend->sms_.reset(new SmState[options.sms]);
+  return backend;
+}
+
+UffdBackend::~UffdBackend() { (void)Teardown(); }
+
+absl::Status UffdBackend::StartThreads() {
+  transfers_ = std::make_unique<UffdTransfers>(throttle_, static_cast<Hooks&>(*this));
+  for (int i = 0; i < options_.sms; ++i) {
+    sm_threads_.push_back(StartQuietThread([this, i] { SmLoop(i); }));
+  }
+  {
+    // The reader maps thread ids to SMs, so every SM must have said its id.
+    absl::MutexLock lock(&kernel_mu_);
+    while (registered_ < options_.sms) done_cv_.Wait(&kernel_mu_);
+  }
+  if (absl::Status s = device_->StartReader([this](const UffdFault& f) { OnFault(f); });
+      !s.ok()) {
+    return s;
+  }
+  service_ = StartQuietThread([this] { ServiceLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status UffdBackend::Teardown() {
+  abort_.store(true);
+  // Nothing may touch the userfaultfd once it is released, so stop its
+  // users first: the workers, the service loop, the reader.
+  if (transfers_ != nullptr) transfers_->Stop();
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    stop_service_ = true;
+    inbox_cv_.Signal();
+  }
+  if (service_.joinable()) service_.join();
+  if (device_ != nullptr) {
+    device_->StopReader();
+    // Wakes the SMs still stalled in a fault; their retry finds ordinary memory.
+    device_->Release();
+  }
+  {
+    absl::MutexLock lock(&kernel_mu_);
+    stop_sms_ = true;
+    kernel_cv_.SignalAll();
+  }
+  for (std::thread& thread : sm_threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  sm_threads_.clear();
+  return absl::OkStatus();
+}
+
+void UffdBackend::Fail(const absl::Status& status) {
+  absl::MutexLock lock(&error_mu_);
+  if (error_.ok()) error_ = status;
+}
+
+// ---------------------------------------------------------------------------
+// The run thread.
+
+absl::Status UffdBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
+  if (ran_) return absl::FailedPreconditionError("a uffd backend runs one program");
+  ran_ = true;
+  engine_ = &engine;
+  recorder_ = recorder;
+  start_ns_ = MonotonicNanos();
+  SigintGuard sigint;
+  absl::Status status = StartThreads();
+  if (status.ok()) status = Execute(program);
+  const bool aborted = !status.ok();
+  (void)Teardown();
+  RunStats& stats = engine.mutable_stats();
+  stats.time_ns = Now();
+  Nanos stall = 0;
+  uint64_t accesses = 0;
+  for (int i = 0; i < options_.sms; ++i) {
+    stall += sms_[i].stall_ns;
+    accesses += sms_[i].accesses;
+  }
+  stats.stall_ns = stall / std::max(1, options_.sms);
+  stats.page_accesses = accesses;
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    stats.dropped_faults = fault_buffer_.dropped();
+  }
+  if (!status.ok()) return status;
+  if (!aborted && verifier_.corrupted_words() > 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "verify: %d corrupted words in %d pages checked; first: %s", verifier_.corrupted_words(),
+        verifier_.pages_checked(), verifier_.first_error()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdBackend::CheckAbort(uint64_t& last_progress, Nanos& last_change) {
+  {
+    absl::MutexLock lock(&error_mu_);
+    if (!error_.ok()) return error_;
+  }
+  if (g_interrupted.load() != 0) {
+    return absl::CancelledError(
+        "interrupted (SIGINT); the uffd device was shut down and its threads joined");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!engine_->health().ok()) return engine_->health();
+    if (!engine_->invariant_status().ok()) return engine_->invariant_status();
+  }
+  const uint64_t progress = progress_.load();
+  const Nanos now = MonotonicNanos();
+  if (progress != last_progress) {
+    last_progress = progress;
+    last_change = now;
+  } else if (now - last_change > static_cast<Nanos>(options_.watchdog_s * 1e9)) {
+    absl::MutexLock lock(&inbox_mu_);
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "uffd watchdog: nothing progressed for %.0f s (%d pages with stalled accessors, "
+        "%d fault-buffer entries, %d transfers unfinished); a deadlock in the engine, "
+        "the policy or the backend",
+        options_.watchdog_s, stalled_.size(), fault_buffer_.size(),
+        transfers_ ? transfers_->unfinished() : 0));
+  }
+  return absl::OkStatus();
+}
+
+void UffdBackend::RecordProgram(const Event& event) {
+  if (recorder_ == nullptr) return;
+  DrainRecords();
+  recorder_->Record(event);
+}
+
+absl::Status UffdBackend::Execute(EventSource& program) {
+  Event event;
+  Event kernel_begin;
+  bool in_kernel = false;
+  auto malformed = [](const Event& e, absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "malformed program: %s (at a %s event, exec id %d); regenerate or re-record it", what,
+        EventKindName(e.kind), e.exec_id));
+  };
+  uint64_t last_progress = 0;
+  Nanos last_change = MonotonicNanos();
+  while (program.Next(event)) {
+    if (!event.IsProgramEvent()) continue;
+    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    switch (event.kind) {
+      case EventKind::kKernelBegin:
+        if (in_kernel) return malformed(event, "a kernel begins inside another");
+        in_kernel = true;
+        kernel_begin = event;
+        ranges_.clear();
+        total_accesses_ = 0;
+        break;
+      case EventKind::kAccess:
+        if (!in_kernel) return malformed(event, "an access outside any kernel");
+        if (event.size > 0) {
+          KernelRange range;
+          range.first_page = PageOfAddress(event.address);
+          range.pages = PagesSpanned(event.address, event.size);
+          range.start = total_accesses_;
+          range.write = event.access != AccessType::kRead;
+          total_accesses_ += range.pages;
+          ranges_.push_back(std::move(range));
+        }
+        break;
+      case EventKind::kKernelEnd:
+        if (!in_kernel || event.exec_id != kernel_begin.exec_id) {
+          return malformed(event, "a kernel end with no matching begin");
+        }
+        in_kernel = false;
+        break;
+      case EventKind::kAlloc:
+        if (event.size > 0) {
+          if (absl::Status s = EnsureSlots(BlockOfAddress(event.address),
+                                           BlockOfAddress(event.address + event.size - 1) + 1);
+              !s.ok()) {
+            return s;
+          }
+        }
+        ForWholePages(event.address, event.size,
+                      [&](uint64_t device_page) { verifier_.MarkFresh(device_page); });
+        break;
+      case EventKind::kFree:
+      case EventKind::kDeactivate:
+        ForWholePages(event.address, event.size,
+                      [&](uint64_t device_page) { verifier_.MarkGarbage(device_page); });
+        break;
+      default:
+        break;
+    }
+    // Accesses and kernel begins are recorded as read, like the sim does;
+    // the engine sees a kernel only once it is launched.
+    if (event.kind == EventKind::kAccess || event.kind == EventKind::kKernelBegin) {
+      absl::MutexLock lock(&mu_);
+      RecordProgram(event);
+      continue;
+    }
+    if (event.kind == EventKind::kKernelEnd) {
+      {
+        absl::MutexLock lock(&mu_);
+        RecordProgram(event);
+        engine_->OnProgramEvent(kernel_begin);
+      }
+      if (absl::Status s = ExecuteKernel(kernel_begin); !s.ok()) return s;
+      absl::MutexLock lock(&mu_);
+      engine_->OnProgramEvent(event);
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    RecordProgram(event);
+    engine_->OnProgramEvent(event);
+  }
+  if (!program.status().ok()) return program.status();
+  if (in_kernel) return malformed(kernel_begin, "the program ends inside a kernel");
+  if (absl::Status s = WaitQuiescent(); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  DrainRecords();
+  engine_->Finish();
+  return absl::OkStatus();
+}
+
+absl::Status UffdBackend::WaitQuiescent() {
+  uint64_t last_progress = progress_.load();
+  Nanos last_change = MonotonicNanos();
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (engine_->Quiescent() && !engine_->servicing()) return absl::OkStatus();
+    }
+    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
+  uint64_t last_progress = progress_.load();
+  Nanos last_change = MonotonicNanos();
+  const Nanos compute = throttle_.Dilate(begin.duration_ns);
+  if (total_accesses_ == 0) {
+    // A kernel that touches nothing still takes its time.
+    const Nanos end = MonotonicNanos() + compute;
+    while (MonotonicNanos() < end) {
+      if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+      SleepPacing(std::min(end, MonotonicNanos() + absl::ToInt64Nanoseconds(kPollInterval)));
+    }
+    return absl::OkStatus();
+  }
+  for (KernelRange& range : ranges_) {
+    const BlockNumber first = BlockOfPage(range.first_page);
+    const BlockNumber end = BlockOfPage(range.first_page + range.pages - 1) + 1;
+    if (absl::Status s = EnsureSlots(first, end); !s.ok()) return s;
+    range.slots.clear();
+    for (BlockNumber block = first; block < end; ++block) {
+      uint64_t slot = 0;
+      FindSlot(block, slot);
+      range.slots.push_back(slot);
+    }
+  }
+  ++kernel_seq_;
+  for (const KernelRange& range : ranges_) {
+    if (!range.write) continue;
+    for (uint64_t i = 0; i < range.pages; ++i) {
+      const PageNumber page = range.first_page + i;
+      const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
+      verifier_.BeginWrite(slot * kPagesPerBlock + PageIndexInBlock(page), kernel_seq_);
+    }
+  }
+  const int sms = static_cast<int>(std::min<uint64_t>(options_.sms, total_accesses_));
+  // Each SM spends compute x sms / accesses per access, so the kernel takes
+  // its (dilated) compute time when nothing stalls, as on the sim.
+  per_access_ns_ = static_cast<double>(compute) * sms / static_cast<double>(total_accesses_);
+  cursor_.store(0);
+  exec_id_.store(begin.exec_id);
+  {
+    absl::MutexLock lock(&kernel_mu_);
+    ++generation_;
+    running_ = options_.sms;
+    kernel_cv_.SignalAll();
+  }
+  for (;;) {
+    {
+      absl::MutexLock lock(&kernel_mu_);
+      if (running_ != 0) done_cv_.WaitWithTimeout(&kernel_mu_, kPollInterval);
+      if (running_ == 0) break;
+    }
+    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+  }
+  for (const KernelRange& range : ranges_) {
+    if (!range.write) continue;
+    for (uint64_t i = 0; i < range.pages; ++i) {
+      const PageNumber page = range.first_page + i;
+      const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
+      verifier_.CommitWrite(slot * kPagesPerBlock + PageIndexInBlock(page), kernel_seq_);
+    }
+  }
+  exec_id_.store(0);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Slots.
+
+absl::Status UffdBackend::EnsureSlots(BlockNumber first, BlockNumber end) {
+  absl::MutexLock lock(&slots_mu_);
+  std::vector<BlockNumber> missing;
+  for (BlockNumber block = first; block < end; ++block) {
+    if (!slot_of_.contains(block)) missing.push_back(block);
+  }
+  if (missing.empty()) return absl::OkStatus();
+  const uint64_t base = device_->slots();
+  if (absl::Status s = device_->AddSlots(missing.size()); !s.ok()) return s;
+  verifier_.AddSlots(device_->slots());
+  for (size_t i = 0; i < missing.size(); ++i) {
+    block_of_slot_[base + i] = missing[i];
+    slot_of_.emplace(missing[i], base + i);
+  }
+  return absl::OkStatus();
+}
+
+bool UffdBackend::FindSlot(BlockNumber block, uint64_t& slot) const {
+  absl::ReaderMutexLock lock(&slots_mu_);
+  auto it = slot_of_.find(block);
+  if (it == slot_of_.end()) return false;
+  slot = it->second;
+  return true;
+}
+
+template <typename Fn>
+void UffdBackend::ForWholePages(uint64_t address, uint64_t size, Fn fn) {
+  const PageNumber first = (address + kPageSize - 1) / kPageSize;
+  const PageNumber end = (address + size) / kPageSize;
+  uint64_t slot = 0;
+  BlockNumber cached = UINT64_MAX;
+  bool known = false;
+  for (PageNumber page = first; page < end; ++page) {
+    if (BlockOfPage(page) != cached) {
+      cached = BlockOfPage(page);
+      known = FindSlot(cached, slot);
+    }
+    if (known) fn(slot * kPagesPerBlock + PageIndexInBlock(page));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// SM threads.
+
+void UffdBackend::SmLoop(int index) {
+  {
+    absl::MutexLock lock(&kernel_mu_);
+    sms_[index].tid.store(static_cast<int>(syscall(SYS_gettid)));
+    ++registered_;
+    done_cv_.Signal();
+  }
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      absl::MutexLock lock(&kernel_mu_);
+      while (!stop_sms_ && generation_ == seen) kernel_cv_.Wait(&kernel_mu_);
+      if (stop_sms_) return;
+      seen = generation_;
+    }
+    RunShare(index);
+    absl::MutexLock lock(&kernel_mu_);
+    if (--running_ == 0) done_cv_.Signal();
+  }
+}
+
+void UffdBackend::RunShare(int index) {
+  SmState& sm = sms_[index];
+  const Nanos per_access = static_cast<Nanos>(std::llround(per_access_ns_));
+  Nanos deadline = MonotonicNanos();
+  size_t range_index = 0;
+  for (;;) {
+    if (abort_.load(std::memory_order_relaxed)) return;
+    const uint64_t i = cursor_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= total_accesses_) return;
+    // The cursor only moves forward, so the range is at or after the last.
+    while (range_index + 1 < ranges_.size() && ranges_[range_index + 1].start <= i) {
+      ++range_index;
+    }
+    const KernelRange& range = ranges_[range_index];
+    const PageNumber page = range.first_page + (i - range.start);
+    const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
+    Access(sm, slot, page, range.write);
+    if (per_access > 0) {
+      deadline += per_access;
+      const Nanos now = MonotonicNanos();
+      if (now > deadline + kPacingCatchUpNanos) {
+        deadline = now;
+      } else if (deadline - now > 20000) {
+        SleepPacing(deadline);
+      }
+    }
+  }
+}
+
+void UffdBackend::Access(SmState& sm, uint64_t slot, PageNumber page, bool write) {
+  const int index = PageIndexInBlock(page);
+  SlotBits& bits = bits_[slot];
+  auto* words = reinterpret_cast<uint64_t*>(device_->DevicePage(slot, index));
+  const bool mapped = TestBit(bits.mapped, index);
+  const Nanos t0 = mapped ? 0 : MonotonicNanos();
+  if (write) {
+    verifier_.WritePage(words, page * kPageSize, kernel_seq_);
+  } else {
+    verifier_.ReadPage(words, page * kPageSize, slot * kPagesPerBlock + index, kernel_seq_);
+  }
+  SetBit(bits.accessed, index);
+  ++sm.accesses;
+  if (!mapped) sm.stall_ns += MonotonicNanos() - t0;
+  progress_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------
+// The reader thread.
+
+void UffdBackend::OnFault(const UffdFault& fault) {
+  const uint64_t slot = fault.offset / kBlockSize;
+  const int index = static_cast<int>((fault.offset % kBlockSize) / kPageSize);
+  const uint64_t device_page = slot * kPagesPerBlock + index;
+  if (fault.write_protect) {
+    // The first write since the page was mapped: set its dirty bit before
+    // the write can land. Under map_mu_, so the page cannot be unmapped and
+    // remapped (which clears the bit) in between.
+    wp_faults_.fetch_add(1, std::memory_order_relaxed);
+    absl::MutexLock lock(&map_mu_);
+    absl::Status s;
+    if (TestBit(bits_[slot].mapped, index)) {
+      SetBit(bits_[slot].dirty, index);
+      s = device_->AllowWrite(device_page * kPageSize);
+    } else {
+      s = device_->Wake(device_page * kPageSize, kPageSize);  // it faults again, as a miss
+    }
+    if (!s.ok()) Fail(s);
+    return;
+  }
+  uint32_t sm = UINT32_MAX;
+  for (int i = 0; i < options_.sms; ++i) {
+    if (sms_[i].tid.load(std::memory_order_relaxed) == static_cast<int>(fault.tid)) {
+      sm = static_cast<uint32_t>(i);
+    }
+  }
+  FaultEntry entry;
+  entry.page = FirstPageOfBlock(block_of_slot_[slot]) + index;
+  entry.access = fault.write ? AccessType::kWrite : AccessType::kRead;
+  entry.sm = sm;
+  entry.exec_id = exec_id_.load(std::memory_order_relaxed);
+  entry.time_ns = Now();
+  progress_.fetch_add(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&inbox_mu_);
+  ++received_;
+  stalled_.try_emplace(device_page, entry.time_ns);
+  if (fault_buffer_.Push(entry) && recorder_ != nullptr) {
+    Event event;
+    event.kind = EventKind::kFault;
+    event.access = entry.access;
+    event.sm = entry.sm;
+    event.exec_id = entry.exec_id;
+    event.address = entry.page * kPageSize;
+    event.time_ns = entry.time_ns;
+    pending_records_.push_back(event);
+  }
+  inbox_cv_.Signal();
+}
+
+// ---------------------------------------------------------------------------
+// The service thread.
+
+void UffdBackend::ServiceLoop() {
+  std::vector<TransferId> done;
+  for (;;) {
+    done.clear();
+    {
+      absl::MutexLock lock(&inbox_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_) {
+        return stop_service_ || !completed_.empty() ||
+               (!fault_buffer_.empty() && !engine_busy_) ||
+               (next_replay_due_ != 0 && MonotonicNanos() >= next_replay_due_);
+      };
+      while (!ready()) {
+        const Nanos wait = next_replay_due_ != 0 ? next_replay_due_ - MonotonicNanos()
+                                                 : absl::ToInt64Nanoseconds(kPollInterval);
+        inbox_cv_.WaitWithTimeout(&inbox_mu_, absl::Nanoseconds(std::max<Nanos>(wait, 0)));
+      }
+      if (stop_service_) return;
+      done.swap(completed_);
+    }
+    absl::MutexLock lock(&mu_);
+    for (TransferId id : done) listener_->OnTransferComplete(id);
+    // Replays that were waiting for their time.
+    const Nanos now = MonotonicNanos();
+    std::vector<TimedReplay> due;
+    auto split = std::stable_partition(timed_replays_.begin(), timed_replays_.end(),
+                                       [now](const TimedReplay& r) { return r.due > now; });
+    due.assign(split, timed_replays_.end());
+    timed_replays_.erase(split, timed_replays_.end());
+    for (const TimedReplay& replay : due) ApplyReplay(replay.policy, replay.block);
+    if (!engine_->servicing()) engine_->ServiceFaults();
+    DrainRecords();
+    Nanos next_due = 0;
+    for (const TimedReplay& r : timed_replays_) {
+      next_due = next_due == 0 ? r.due : std::min(next_due, r.due);
+    }
+    absl::MutexLock inbox(&inbox_mu_);
+    engine_busy_ = engine_->servicing();
+    next_replay_due_ = next_due;
+  }
+}
+
+void UffdBackend::DrainRecords() {
+  std::vector<Event> records;
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    records.swap(pending_records_);
+  }
+  if (recorder_ == nullptr) return;
+  for (const Event& event : records) recorder_->Record(event);
+}
+
+size_t UffdBackend::FetchFaults(absl::Span<FaultEntry> out) {
+  absl::MutexLock lock(&inbox_mu_);
+  return fault_buffer_.Fetch(out);
+}
+
+Nanos UffdBackend::ReadyAt(Nanos not_before) const {
+  const Nanos wall = MonotonicNanos();
+  return wall + throttle_.Dilate(std::max<Nanos>(0, not_before - Now()));
+}
+
+void UffdBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) {
+  const Nanos due = ReadyAt(not_before);
+  if (due > MonotonicNanos()) {
+    timed_replays_.push_back(TimedReplay{due, policy, block});
+    absl::MutexLock lock(&inbox_mu_);
+    next_replay_due_ = next_replay_due_ == 0 ? due : std::min(next_replay_due_, due);
+    inbox_cv_.Signal();
+    return;
+  }
+  ApplyReplay(policy, block);
+}
+
+void UffdBackend::ApplyReplay(ReplayPolicy policy, BlockNumber block) {
+  uint64_t slot = UINT64_MAX;
+  if (policy == ReplayPolicy::kBlock && !FindSlot(block, slot)) return;
+  std::vector<uint64_t> pages;
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    // Entries still buffered belong to accessors about to be woken; they
+    // would fault again anyway (UVM's BATCH_FLUSH).
+    if (policy != ReplayPolicy::kBlock) fault_buffer_.Flush();
+    const Nanos now = Now();
+    for (auto it = stalled_.begin(); it != stalled_.end();) {
+      if (slot != UINT64_MAX && it->first / kPagesPerBlock != slot) {
+        ++it;
+        continue;
+      }
+      pages.push_back(it->first);
+      if (latencies_.size() < kMaxLatencySamples) latencies_.push_back(now - it->second);
+      stalled_.erase(it++);
+    }
+  }
+  std::sort(pages.begin(), pages.end());
+  for (size_t i = 0; i < pages.size();) {
+    size_t j = i + 1;
+    while (j < pages.size() && pages[j] == pages[j - 1] + 1) ++j;
+    if (absl::Status s = device_->Wake(pages[i] * kPageSize, (j - i) * kPageSize); !s.ok()) {
+      Fail(s);
+    }
+    i = j;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Data movement and the page table.
+
+void UffdBackend::Migrate(const Transfer& transfer) {
+  if (uint64_t slot; !FindSlot(transfer.block, slot)) {
+    // A policy prefetched a block the program has not declared yet.
+    if (absl::Status s = EnsureSlots(transfer.block, transfer.block + 1); !s.ok()) {
+      Fail(s);
+      return;
+    }
+  }
+  transfers_->Submit(transfer, ReadyAt(transfer.not_before));
+}
+
+void UffdBackend::UnmapLocked(uint64_t slot, const PageMask& pages) {
+  SlotBits& bits = bits_[slot];
+  const PageMask mapped = Load(bits.mapped);
+  const bool had = mapped.any();
+  ClearMask(bits.mapped, pages);
+  absl::Status s;
+  if ((mapped & ~pages).none() && mapped.any()) {
+    // Nothing else of the block stays mapped: one call over the span
+    // instead of one per run (a randomly touched block has hundreds).
+    int first = static_cast<int>(mapped._Find_first());
+    int last = first;
+    for (size_t i = mapped._Find_next(first); i < mapped.size(); i = mapped._Find_next(i)) {
+      last = static_cast<int>(i);
+    }
+    s = device_->Unmap(slot, PageRangeMask(first, last - first + 1));
+  } else {
+    s = device_->Unmap(slot, pages);
+  }
+  if (!s.ok()) Fail(s);
+  if (had && Load(bits.mapped).none()) --mapped_frames_;
+}
+
+void UffdBackend::Evict(const Transfer& transfer) {
+  uint64_t slot = 0;
+  if (!FindSlot(transfer.block, slot)) {
+    Fail(absl::InternalError(absl::StrFormat("evicting block %#x, which has no device slot",
+                                             transfer.block * kBlockSize)));
+    return;
+  }
+  Transfer writeback = transfer;
+  {
+    // Unmap first: from here every touch faults, so the dirty bits are
+    // final and nobody writes the bytes being written back.
+    absl::MutexLock lock(&map_mu_);
+    UnmapLocked(slot, transfer.pages);
+    const PageMask dirty = Load(bits_[slot].dirty) & transfer.pages;
+    auto it = queried_dirty_.find(transfer.block);
+    const PageMask seen = it == queried_dirty_.end() ? PageMask() : it->second;
+    // Written after the engine looked: must go home too, or it is lost.
+    const PageMask late = dirty & ~seen;
+    writeback.copy |= late;
+    late_dirty_.fetch_add(late.count(), std::memory_order_relaxed);
+    ClearMask(bits_[slot].dirty, transfer.pages);
+    ClearMask(bits_[slot].accessed, transfer.pages);
+  }
+  queried_dirty_.erase(transfer.block);
+  transfers_->Submit(writeback, ReadyAt(transfer.not_before));
+}
+
+void UffdBackend::Invalidate(BlockNumber block, const PageMask& pages) {
+  uint64_t slot = 0;
+  if (!FindSlot(block, slot)) return;
+  absl::MutexLock lock(&map_mu_);
+  UnmapLocked(slot, pages);
+  ClearMask(bits_[slot].dirty, pages);
+  ClearMask(bits_[slot].accessed, pages);
+}
+
+PageUse UffdBackend::QueryUse(BlockNumber block) const {
+  uint64_t slot = 0;
+  if (!FindSlot(block, slot)) return PageUse{};
+  PageUse use{Load(bits_[slot].accessed), Load(bits_[slot].dirty)};
+  use.accessed &= Load(bits_[slot].mapped);
+  queried_dirty_[block] = use.dirty;
+  return use;
+}
+
+void UffdBackend::Copy(const Transfer& transfer) {
+  uint64_t slot = 0;
+  if (!FindSlot(transfer.block, slot)) return;
+  if (transfer.kind == TransferKind::kEviction) {
+    device_->CopyOut(slot, transfer.copy);
+  } else {
+    device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
+  }
+}
+
+void UffdBackend::Land(const Transfer& transfer) {
+  if (transfer.kind == TransferKind::kEviction) return;
+  uint64_t slot = 0;
+  if (!FindSlot(transfer.block, slot)) return;
+  SlotBits& bits = bits_[slot];
+  absl::MutexLock lock(&map_mu_);
+  const PageMask mapped = Load(bits.mapped);
+  if (mapped.none()) {
+    if (mapped_frames_ >= capacity_frames_) {
+      Fail(absl::InternalError(absl::StrFormat(
+          "device memory full: block %#x needs a frame and all %d are taken",
+          transfer.block * kBlockSize, capacity_frames_)));
+      return;
+    }
+    ++mapped_frames_;
+  }
+  const PageMask pages = transfer.pages & ~mapped;
+  // Zero-filled pages hold the only valid copy from now on: dirty at once,
+  // and mapped writable. Copied pages are clean until their first write.
+  const PageMask zeroed = pages & ~transfer.copy;
+  ClearMask(bits.accessed, pages);
+  ClearMask(bits.dirty, pages & transfer.copy);
+  OrMask(bits.dirty, zeroed);
+  absl::Status s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
+  if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  if (!s.ok()) {
+    Fail(s);
+    return;
+  }
+  OrMask(bits.mapped, pages);
+}
+
+void UffdBackend::Completed(TransferId id) {
+  progress_.fetch_add(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&inbox_mu_);
+  completed_.push_back(id);
+  inbox_cv_.Signal();
+}
+
+// ---------------------------------------------------------------------------
+// Checks and counters.
+
+absl::Status UffdBackend::CheckConsistency(const Engine& engine) const {
+  uint64_t frames = 0;
+  for (const BlockState& block : engine.memory_state().blocks()) {
+    uint64_t slot = 0;
+    const PageMask mapped = FindSlot(block.number, slot) ? Load(bits_[slot].mapped) : PageMask();
+    if (mapped != block.resident) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x: the device maps %d pages but the engine records %d resident",
+          block.number * kBlockSize, mapped.count(), block.resident.count()));
+    }
+    if (mapped.any()) ++frames;
+  }
+  if (frames > capacity_frames_) {
+    return absl::InternalError(absl::StrFormat("%d device frames mapped, capacity %d", frames,
+                                               capacity_frames_));
+  }
+  return absl::OkStatus();
+}
+
+UffdCounters UffdBackend::counters() const {
+  UffdCounters c;
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    c.received_faults = received_;
+  }
+  c.write_protect_faults = wp_faults_.load();
+  c.late_dirty_pages = late_dirty_.load();
+  c.pages_checked = verifier_.pages_checked();
+  c.corrupted_words = verifier_.corrupted_words();
+  c.zeroed_pages_read = verifier_.zeroed_pages_read();
+  c.slots = device_ ? device_->slots() : 0;
+  return c;
+}
+
+std::vector<Nanos> UffdBackend::service_latencies() const {
+  absl::MutexLock lock(&inbox_mu_);
+  return latencies_;
+}
+
+// ---------------------------------------------------------------------------
+// Registration.
+
+UMLAB_REGISTER_BACKEND(
+    uffd,
+    {"uffd",
+     "real page faults on a userfaultfd-registered range, real threads and data, "
+     "real-time PCIe throttle (Linux, no GPU)",
+     {
+         {"dilation", ParamType::kDouble, "4",
+          "wall time = modelled time x this, for link, fault latency and compute"},
+         {"throttle", ParamType::kBool, "true",
+          "enforce modelled times; false runs as fast as the host allows"},
+         {"verify", ParamType::kBool, "false", "check every word read against the last write"},
+         {"sms", ParamType::kInt, "8", "SM threads issuing accesses"},
+         {"watchdog_s", ParamType::kDouble, "120",
+          "fail when nothing progresses for this many seconds"},
+         {"max_gib", ParamType::kInt, "64", "size of the device address range, GiB"},
+     },
+     [](const ParamMap& params, const DeviceConfig& device,
+        uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
+       UffdOptions options;
+       options.dilation = params.Double("dilation");
+       options.throttle = params.Bool("throttle");
+       options.verify = params.Bool("verify");
+       options.sms = static_cast<int>(params.Int("sms"));
+       options.watchdog_s = params.Double("watchdog_s");
+       const int64_t gib = params.Int("max_gib");
+       if (!(options.dilation > 0) || options.sms < 1 || options.sms > 1024 ||
+           !(options.watchdog_s > 0) || gib < 1 || gib > (1 << 20)) {
+         return absl::InvalidArgumentError(
+             "backend uffd: dilation and watchdog_s must be positive, sms 1..1024, "
+             "max_gib at least 1");
+       }
+       options.max_blocks = static_cast<uint64_t>(gib) * (1 << 30) / kBlockSize;
+       absl::StatusOr<std::unique_ptr<UffdBackend>> backend =
+           UffdBackend::Create(device, capacity_frames, options);
+       if (!backend.ok()) return backend.status();
+       return std::unique_ptr<Backend>(std::move(*backend));
+     }});
+
+}  // namespace umlab

@@ -1,0 +1,227 @@
+// The uffd backend: runs a workload program on the userfaultfd device, with
+// real threads, real page faults and real data.
+//
+// Threads (all started by Run, all joined before it returns):
+//   - the caller's thread runs the program: allocator events, kernel
+//     begin/end and iteration markers go to the engine in order; each kernel
+//     is handed to the SM threads and waited for;
+//   - `sms` SM threads take the kernel's page accesses from a shared cursor,
+//     in program order, and really read (and check) or write each page; an
+//     access to an unmapped page faults in the kernel and sleeps there;
+//   - the device's reader thread turns each fault into a fault-buffer entry
+//     (duplicates kept; a full buffer drops the entry and the thread is
+//     woken by the next replay, faults again and so re-enters the buffer);
+//     a first write to a write-protected page sets the page's dirty bit and
+//     lets the write go on, without involving the engine (a GPU's hardware
+//     dirty bit);
+//   - a service thread is the engine's fault-service loop: it delivers
+//     transfer completions, asks the engine to service fault batches, and
+//     carries out replays, which wake exactly the threads stalled on the
+//     replayed pages;
+//   - two transfer workers (UffdTransfers) move data through the throttle.
+// The engine is called only under one lock (mu_).
+//
+// Modelled times (link, fault-handling latency, kernel compute) are
+// stretched by `dilation`; `throttle=false` drops them all.
+#ifndef UMLAB_BACKENDS_EMU_UFFD_BACKEND_H_
+#define UMLAB_BACKENDS_EMU_UFFD_BACKEND_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backends/emu/uffd_transfers.h"
+#include "backends/emu/uffd_verifier.h"
+#include "core/backend.h"
+#include "core/engine.h"
+#include "emu/device_config.h"
+#include "emu/fault_buffer.h"
+#include "emu/pcie_throttle.h"
+#include "emu/uffd_device.h"
+
+namespace umlab {
+
+struct UffdOptions {
+  double dilation = 4;       // wall time = modelled time x dilation
+  bool throttle = true;      // false: no modelled delays at all
+  bool verify = false;       // check every word read
+  int sms = 8;               // SM threads
+  double watchdog_s = 120;   // fail when nothing progresses this long
+  uint64_t max_blocks = 32768;
+};
+
+// What the uffd backend counted beyond RunStats.
+struct UffdCounters {
+  uint64_t received_faults = 0;  // fault messages, including dropped ones
+  uint64_t write_protect_faults = 0;  // first writes (dirty-bit traps)
+  uint64_t late_dirty_pages = 0;  // written between QueryUse and unmap; written back
+  uint64_t pages_checked = 0;
+  uint64_t corrupted_words = 0;
+  uint64_t zeroed_pages_read = 0;  // data pages read back as zeroes (dropped)
+  uint64_t slots = 0;
+};
+
+class UffdBackend final : public Backend, private UffdTransfers::Hooks {
+ public:
+  // Fails with a one-line, actionable message if userfaultfd is unavailable.
+  static absl::StatusOr<std::unique_ptr<UffdBackend>> Create(const DeviceConfig& device,
+                                                             uint64_t capacity_frames,
+                                                             const UffdOptions& options);
+  ~UffdBackend() override;
+
+  // Backend.
+  std::string name() const override { return "uffd"; }
+  absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder) override;
+  absl::Status CheckConsistency(const Engine& engine) const override;
+  void SetListener(TransferListener* listener) override { listener_ = listener; }
+  size_t FetchFaults(absl::Span<FaultEntry> out) override;
+  void Migrate(const Transfer& transfer) override;
+  void Evict(const Transfer& transfer) override;
+  void Invalidate(BlockNumber block, const PageMask& pages) override;
+  PageUse QueryUse(BlockNumber block) const override;
+  void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
+  Nanos Now() const override { return MonotonicNanos() - start_ns_; }
+
+  UffdCounters counters() const;
+  // Fault entry (the reader's receipt) to the replay that woke it, per
+  // replayed page, in ns; at most the first 2^20.
+  std::vector<Nanos> service_latencies() const;
+  // Page accesses done so far (tests use it to know a run is under way).
+  uint64_t progress() const { return progress_.load(); }
+
+ private:
+  struct SlotBits;
+  struct KernelRange {
+    PageNumber first_page;
+    uint64_t pages;
+    uint64_t start;  // index of its first access in the kernel
+    bool write;
+    std::vector<uint64_t> slots;  // per block spanned, from the first
+  };
+  struct alignas(64) SmState {
+    uint64_t accesses = 0;
+    Nanos stall_ns = 0;
+    std::atomic<int> tid{0};
+  };
+  struct TimedReplay {
+    Nanos due;  // MonotonicNanos
+    ReplayPolicy policy;
+    BlockNumber block;
+  };
+
+  UffdBackend(const DeviceConfig& device, uint64_t capacity_frames, const UffdOptions& options);
+
+  absl::Status StartThreads();
+  absl::Status Execute(EventSource& program);
+  absl::Status ExecuteKernel(const Event& begin);
+  absl::Status Teardown();
+  // Stops waiting: an error elsewhere, SIGINT, the engine's deadlock check,
+  // or the watchdog. Called by the run thread while it waits.
+  absl::Status CheckAbort(uint64_t& last_progress, Nanos& last_change);
+  absl::Status WaitQuiescent();
+  void RecordProgram(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Slots.
+  absl::Status EnsureSlots(BlockNumber first, BlockNumber end);
+  bool FindSlot(BlockNumber block, uint64_t& slot) const;
+  template <typename Fn>
+  void ForWholePages(uint64_t address, uint64_t size, Fn fn);
+
+  // Threads.
+  void SmLoop(int index);
+  void RunShare(int index);
+  void Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
+  void OnFault(const UffdFault& fault);
+  void ServiceLoop();
+  void ApplyReplay(ReplayPolicy policy, BlockNumber block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DrainRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(const absl::Status& status);
+  Nanos ReadyAt(Nanos not_before) const;
+
+  // UffdTransfers::Hooks.
+  void Copy(const Transfer& transfer) override;
+  void Land(const Transfer& transfer) override;
+  void Completed(TransferId id) override;
+
+  // Page-table bits.
+  PageMask Load(const std::atomic<uint64_t>* words) const;
+  void UnmapLocked(uint64_t slot, const PageMask& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
+
+  DeviceConfig device_config_;
+  uint64_t capacity_frames_;
+  UffdOptions options_;
+  std::unique_ptr<UffdDevice> device_;
+  PcieThrottle throttle_;
+  UffdVerifier verifier_;
+  std::unique_ptr<SlotBits[]> bits_;
+  std::unique_ptr<BlockNumber[]> block_of_slot_;
+  std::unique_ptr<UffdTransfers> transfers_;
+  TransferListener* listener_ = nullptr;
+  Engine* engine_ = nullptr;
+  EventSink* recorder_ = nullptr;
+  Nanos start_ns_ = 0;
+  bool ran_ = false;
+
+  // Slots by program block; written by the run thread between kernels.
+  mutable absl::Mutex slots_mu_;
+  absl::flat_hash_map<BlockNumber, uint64_t> slot_of_ ABSL_GUARDED_BY(slots_mu_);
+
+  // The engine and everything it calls back into.
+  absl::Mutex mu_;
+  std::vector<TimedReplay> timed_replays_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<BlockNumber, PageMask> queried_dirty_;  // under mu_
+
+  // Device page-table changes, and the dirty bits they race with.
+  absl::Mutex map_mu_;
+  uint64_t mapped_frames_ ABSL_GUARDED_BY(map_mu_) = 0;
+
+  // What the reader, the workers and the service loop exchange.
+  mutable absl::Mutex inbox_mu_;
+  absl::CondVar inbox_cv_;
+  FaultBuffer fault_buffer_ ABSL_GUARDED_BY(inbox_mu_);
+  absl::flat_hash_map<uint64_t, Nanos> stalled_ ABSL_GUARDED_BY(inbox_mu_);  // device page
+  std::vector<Event> pending_records_ ABSL_GUARDED_BY(inbox_mu_);
+  std::vector<TransferId> completed_ ABSL_GUARDED_BY(inbox_mu_);
+  std::vector<Nanos> latencies_ ABSL_GUARDED_BY(inbox_mu_);
+  uint64_t received_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  bool engine_busy_ ABSL_GUARDED_BY(inbox_mu_) = false;
+  Nanos next_replay_due_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  bool stop_service_ ABSL_GUARDED_BY(inbox_mu_) = false;
+
+  // Kernel dispatch.
+  absl::Mutex kernel_mu_;
+  absl::CondVar kernel_cv_;  // SMs wait here for a kernel
+  absl::CondVar done_cv_;    // the run thread waits here for the SMs
+  uint64_t generation_ ABSL_GUARDED_BY(kernel_mu_) = 0;
+  int running_ ABSL_GUARDED_BY(kernel_mu_) = 0;
+  int registered_ ABSL_GUARDED_BY(kernel_mu_) = 0;
+  bool stop_sms_ ABSL_GUARDED_BY(kernel_mu_) = false;
+  std::vector<KernelRange> ranges_;  // read-only while a kernel runs
+  uint64_t total_accesses_ = 0;
+  double per_access_ns_ = 0;
+  std::atomic<uint64_t> cursor_{0};
+  std::atomic<uint32_t> exec_id_{0};
+  uint32_t kernel_seq_ = 0;
+
+  std::unique_ptr<SmState[]> sms_;
+  std::vector<std::thread> sm_threads_;
+  std::thread service_;
+  std::atomic<bool> abort_{false};
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<uint64_t> wp_faults_{0};
+  std::atomic<uint64_t> late_dirty_{0};
+  mutable absl::Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_BACKENDS_EMU_UFFD_BACKEND_H_

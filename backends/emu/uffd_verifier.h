@@ -1,0 +1,76 @@
+// What every page of the uffd device should hold, so that every read can be
+// checked.
+//
+// A write to a page stores, in each of its 512 words, a value derived from
+// (page address, word, version), where the version is the number of the
+// kernel launch that wrote it (so it differs per tensor, element and
+// iteration). The verifier keeps each page's committed version; a reader
+// accepts a word if it equals
+//   - the committed version's value (0 for a page never written: zeroes),
+//   - the value of the running kernel, if this kernel writes the page (SMs
+//     may read and write one page concurrently, as an in-place kernel does),
+//   - zero, if the program said the bytes are garbage (deactivated or
+//     freed), since the engine may drop such pages instead of writing them
+//     back and the next touch then populates zeroes.
+// Anything else is a corrupted word. Words are checked one by one with
+// relaxed atomic loads, so a page written by another SM mid-read is fine.
+//
+// The tables grow with the device's slots (between kernels only); during a
+// kernel they are read by SM threads and written by nobody.
+#ifndef UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_
+#define UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/memory_units.h"
+
+namespace umlab {
+
+class UffdVerifier {
+ public:
+  // `check` false: writes still store their values, reads only touch.
+  explicit UffdVerifier(bool check) : check_(check) {}
+
+  // Device page index: slot * 512 + page in slot.
+  void AddSlots(uint64_t slots);
+
+  // Program semantics (between kernels).
+  void MarkGarbage(uint64_t device_page);   // deactivated / freed: zero also OK
+  void MarkFresh(uint64_t device_page);     // allocated: zeroes expected
+  void BeginWrite(uint64_t device_page, uint32_t kernel);  // kernel will write it
+  void CommitWrite(uint64_t device_page, uint32_t kernel);
+
+  // On SM threads, during kernel `kernel`. `address` is the program byte
+  // address of the page (what the value derives from).
+  void WritePage(uint64_t* words, uint64_t address, uint32_t kernel) const;
+  void ReadPage(const uint64_t* words, uint64_t address, uint64_t device_page,
+                uint32_t kernel);
+
+  static uint64_t Value(uint64_t address, int word, uint32_t version);
+
+  uint64_t pages_checked() const { return pages_checked_.load(); }
+  uint64_t corrupted_words() const { return corrupted_.load(); }
+  // Reads of a page that held data and came back all zero: dropped bytes.
+  uint64_t zeroed_pages_read() const { return zeroed_pages_.load(); }
+  std::string first_error() const;
+
+ private:
+  bool check_;
+  std::vector<uint32_t> committed_;
+  std::vector<uint32_t> pending_;
+  std::vector<uint8_t> garbage_;
+  std::atomic<uint64_t> pages_checked_{0};
+  std::atomic<uint64_t> corrupted_{0};
+  std::atomic<uint64_t> zeroed_pages_{0};
+  mutable absl::Mutex error_mu_;
+  std::string first_error_ ABSL_GUARDED_BY(error_mu_);
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_

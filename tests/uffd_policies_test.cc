@@ -1,0 +1,69 @@
+// Every registered policy runs mlp on the uffd backend at half capacity
+// with every word read checked, over 3 iterations with thousands of
+// evictions, through the CLI (the JSON contract included).
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "cli/commands.h"
+#include "core/policy.h"
+#include "gtest/gtest.h"
+#include "tests/sanitized_build.h"
+
+namespace umlab::testing {
+namespace {
+
+uint64_t JsonField(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0;
+  const size_t start = at + key.size() + 3;
+  const size_t end = json.find_first_of(",}", start);
+  uint64_t value = 0;
+  (void)absl::SimpleAtoi(json.substr(start, end - start), &value);
+  return value;
+}
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const PolicyRegistry::Entry* entry : Policies().Entries()) names.push_back(entry->name);
+  return names;
+}
+
+class UffdPolicies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UffdPolicies, MlpAtHalfCapacityVerifies) {
+  // The throttle is off so that CI time goes to faults, not to waiting;
+  // `umlab run --backend=uffd --verify` with the throttle on checks the same.
+  // Under sanitizers a smaller mlp (about 150 MiB) keeps the suite's time in
+  // bounds; it still evicts hundreds of blocks per run.
+  const std::string workload = kSanitized ? "layers=4,hidden=1024,batch=512,iterations=3"
+                                          : "iterations=3";
+  const uint64_t min_evictions = kSanitized ? 100 : 1000;
+  std::ostringstream out, err;
+  const int code =
+      cli::Main({"run", "--backend=uffd:throttle=false", "--workload=mlp", "--workload-arg",
+                 workload, "--capacity=0.5", "--policy=" + GetParam(), "--verify",
+                 "--format=json"},
+                out, err);
+  ASSERT_EQ(code, 0) << err.str();
+  const std::string json = out.str();
+  EXPECT_NE(json.find("\"backend\":\"uffd\""), std::string::npos) << json;
+  EXPECT_EQ(JsonField(json, "iterations"), 3u);
+  EXPECT_GT(JsonField(json, "time_ns"), 0u);
+  EXPECT_GT(JsonField(json, "faults"), 0u);
+  EXPECT_GT(JsonField(json, "h2d_bytes") + JsonField(json, "zero_filled_bytes"), 0u);
+  if (GetParam() != "ideal") {
+    EXPECT_GE(JsonField(json, "evictions"), min_evictions) << json;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, UffdPolicies, ::testing::ValuesIn(PolicyNames()),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name) {
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace umlab::testing

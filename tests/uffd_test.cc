@@ -1,0 +1,217 @@
+// The uffd backend: invalidation, teardown on SIGINT, the error when
+// userfaultfd is unavailable, and the CLI's --verify / --dilation.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "emu/uffd_device.h"
+#include "gtest/gtest.h"
+#include "policies/demand/demand.h"
+#include "tests/program_builder.h"
+#include "tests/sim_harness.h"
+#include "tests/uffd_harness.h"
+
+namespace umlab::testing {
+namespace {
+
+UffdOptions FastChecked() {
+  UffdOptions options;
+  options.sms = 4;
+  options.throttle = false;
+  options.verify = true;
+  options.watchdog_s = 60;
+  return options;
+}
+
+// Demand paging that drops a victim's inactive pages instead of writing
+// them back, as DeepUM's invalidation does.
+class DropInactivePolicy final : public Policy {
+ public:
+  PageMask PagesToDrop(const BlockState& victim) override { return victim.inactive; }
+};
+
+TEST(UffdInvalidation, InactiveBytesComeBackZeroActiveBytesKeepTheirValues) {
+  constexpr int kHalf = kPagesPerBlock / 2;
+  ProgramBuilder program;
+  program.Alloc(0, 2)
+      .Kernel(1, 0, {0}, /*write=*/true)  // block 0 holds data on every page
+      .Deactivate(ProgramBuilder::BlockAddress(0) + kHalf * kPageSize, kHalf * kPageSize)
+      .Kernel(2, 0, {1}, /*write=*/true)  // one frame: evicts block 0
+      .Kernel(3, 0, {0}, /*write=*/false);  // reads all of block 0 back
+  DropInactivePolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), FastChecked());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.invalidated_bytes, kHalf * kPageSize);
+  // The active half was written back and read back word for word...
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+  // (kernel 3 evicts block 1 in turn, all of it dirty)
+  EXPECT_EQ(run.stats.d2h_bytes, kHalf * kPageSize + kBlockSize);
+  // ...and every page of the inactive half came back as zeroes.
+  EXPECT_EQ(run.counters.zeroed_pages_read, static_cast<uint64_t>(kHalf));
+  EXPECT_EQ(run.counters.pages_checked, static_cast<uint64_t>(kPagesPerBlock));
+}
+
+TEST(UffdInvalidation, FreedMemoryIsZeroWhenReallocated) {
+  ProgramBuilder program;
+  program.Alloc(0, 1)
+      .Kernel(1, 0, {0}, /*write=*/true)
+      .Free(0, 1)
+      .Alloc(0, 1)
+      .Kernel(2, 0, {0}, /*write=*/false);
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), FastChecked());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+  EXPECT_EQ(run.stats.invalidated_bytes, kBlockSize);
+  EXPECT_EQ(run.stats.h2d_bytes, 0u);  // all zero-filled, nothing copied
+}
+
+TEST(UffdInvalidation, DataSurvivesEvictionRoundTrips) {
+  // Three blocks through one frame, written then read in turn, twice.
+  ProgramBuilder program;
+  program.Alloc(0, 3);
+  for (int round = 0; round < 2; ++round) {
+    for (int block = 0; block < 3; ++block) {
+      program.Kernel(10 + block, 0, {block}, /*write=*/true);
+    }
+    for (int block = 0; block < 3; ++block) program.Kernel(20 + block, 0, {block});
+  }
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), FastChecked());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+  EXPECT_EQ(run.counters.pages_checked, 6u * kPagesPerBlock);
+  // Same program on the sim: same traffic, page for page.
+  DemandPolicy sim_policy;
+  const SimRun sim = RunOnSim(program, 1, sim_policy);
+  ASSERT_TRUE(sim.status.ok()) << sim.status;
+  EXPECT_EQ(run.stats.h2d_bytes, sim.stats.h2d_bytes);
+  EXPECT_EQ(run.stats.d2h_bytes, sim.stats.d2h_bytes);
+  EXPECT_EQ(run.stats.evictions, sim.stats.evictions);
+}
+
+// A kernel that takes long enough to be interrupted.
+ProgramBuilder LongProgram(int kernels) {
+  ProgramBuilder program;
+  program.Alloc(0, 8);
+  for (int i = 0; i < kernels; ++i) program.Kernel(1 + i % 8, 0, {0, 1, 2, 3, 4, 5, 6, 7}, i % 2);
+  return program;
+}
+
+TEST(UffdTeardown, SigintStopsTheRunAndLeavesNothingBehind) {
+  const int threads_before = CountEntries("/proc/self/task");
+  const int fds_before = CountEntries("/proc/self/fd");
+  absl::Status status;
+  {
+    absl::StatusOr<std::unique_ptr<UffdBackend>> backend =
+        UffdBackend::Create(TestDevice(4), 2, FastChecked());
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    DemandPolicy policy;
+    Engine engine(**backend, policy, 2, EngineConfig());
+    ProgramBuilder program = LongProgram(200);
+    VectorSource source = program.Source();
+    UffdBackend* raw = backend->get();
+    std::thread interrupter([raw] {
+      while (raw->progress() < 20000) usleep(1000);
+      kill(getpid(), SIGINT);
+    });
+    status = (*backend)->Run(source, engine, nullptr);
+    interrupter.join();
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_EQ(CountEntries("/proc/self/task"), threads_before);
+  EXPECT_EQ(CountEntries("/proc/self/fd"), fds_before);
+  EXPECT_EQ(CountDeviceMappings(), 0);
+}
+
+TEST(UffdTeardown, AnErrorMidRunLeavesNothingBehind) {
+  const int threads_before = CountEntries("/proc/self/task");
+  // A kernel end without its begin, after real work has been done.
+  ProgramBuilder program = LongProgram(4);
+  program.End(99);
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  UffdOptions options = FastChecked();
+  const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), options);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
+  EXPECT_EQ(CountEntries("/proc/self/task"), threads_before);
+  EXPECT_EQ(CountDeviceMappings(), 0);
+}
+
+TEST(UffdAvailability, UnavailableUserfaultfdGivesOneActionableLine) {
+  UffdDevice::SetOpenerForTesting([](bool device_node) { return device_node ? -EACCES : -EPERM; });
+  std::ostringstream out, err;
+  const int code = cli::Main({"run", "--backend=uffd", "--capacity=1", "--workload=mlp",
+                              "--workload-arg",
+                              "layers=1,hidden=256,batch=64,iterations=1"},
+                             out, err);
+  UffdDevice::SetOpenerForTesting(nullptr);
+  EXPECT_EQ(code, 1);
+  const std::string message = err.str();
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 1) << message;
+  EXPECT_NE(message.find("userfaultfd is unavailable"), std::string::npos) << message;
+  EXPECT_NE(message.find("Operation not permitted"), std::string::npos) << message;
+  EXPECT_NE(message.find("/dev/userfaultfd: Permission denied"), std::string::npos) << message;
+  EXPECT_NE(message.find("--backend=sim"), std::string::npos) << message;
+}
+
+TEST(UffdAvailability, FallsBackToTheDeviceNode) {
+  int calls = 0;
+  UffdDevice::SetOpenerForTesting([&calls](bool device_node) -> int {
+    ++calls;
+    if (!device_node) return -ENOSYS;
+    return static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  });
+  absl::StatusOr<std::unique_ptr<UffdDevice>> device = UffdDevice::Create({});
+  UffdDevice::SetOpenerForTesting(nullptr);
+  EXPECT_TRUE(device.ok()) << device.status();
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(UffdCli, VerifyAndDilationAreUffdOptions) {
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::Main({"run", "--backend=sim", "--verify"}, out, err), 2);
+  EXPECT_NE(err.str().find("has no parameter 'verify'"), std::string::npos) << err.str();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(cli::Main({"run", "--backend=sim", "--dilation=4"}, out2, err2), 2);
+  EXPECT_NE(err2.str().find("has no parameter 'dilation'"), std::string::npos) << err2.str();
+  std::ostringstream out3, err3;
+  EXPECT_EQ(cli::Main({"run", "--backend=uffd", "--dilation=0"}, out3, err3), 1);
+  EXPECT_NE(err3.str().find("dilation"), std::string::npos) << err3.str();
+}
+
+TEST(UffdCli, RecordOnUffdReplaysOnSim) {
+  const std::string path = ::testing::TempDir() + "/uffd_record.umt";
+  const std::vector<std::string> workload = {"--workload=mlp", "--workload-arg",
+                                             "layers=2,hidden=512,batch=256,iterations=2"};
+  std::vector<std::string> record = {"record", "--backend=uffd", "--dilation=1", "--verify",
+                                     "--capacity=0.5", "--format=json", "--output=" + path};
+  record.insert(record.end(), workload.begin(), workload.end());
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::Main(record, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("\"backend\":\"uffd\""), std::string::npos) << out.str();
+  std::ostringstream inspect_out, inspect_err;
+  ASSERT_EQ(cli::Main({"inspect", path, "--format=json"}, inspect_out, inspect_err), 0)
+      << inspect_err.str();
+  EXPECT_NE(inspect_out.str().find("\"fault\":"), std::string::npos) << inspect_out.str();
+  EXPECT_NE(inspect_out.str().find("\"backend\":\"uffd:dilation=1,verify=true\""),
+            std::string::npos)
+      << inspect_out.str();
+  std::ostringstream replay_out, replay_err;
+  ASSERT_EQ(cli::Main({"replay", path, "--backend=sim", "--capacity=0.5", "--format=json"},
+                      replay_out, replay_err),
+            0)
+      << replay_err.str();
+  EXPECT_NE(replay_out.str().find("\"backend\":\"sim\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace umlab::testing

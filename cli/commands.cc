@@ -9,7 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "cli/arguments.h"
 #include "cli/experiment.h"
+#include "cli/import_g10.h"
 #include "cli/report.h"
+#include "cli/regress.h"
 #include "core/byte_size.h"
 #include "core/policy.h"
 #include "core/program_summary.h"
@@ -73,6 +75,9 @@ std::vector<OptionSpec> MachineOptions() {
       {"replay", "POLICY", "when stalled accessors retry: batch, block or once", "batch"},
       {"check-invariants", "",
        "check capacity, byte conservation and page states after every engine step (slow)"},
+      {"dilation", "X",
+       "stretch modelled time by X on a real-time backend (uffd), so the host can keep up"},
+      {"verify", "", "check every byte read against the value written (uffd backend)"},
   };
 }
 
@@ -116,6 +121,17 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   setup.request.replay = *replay;
   setup.request.capacity = args.GetOr("capacity", "0.5");
   setup.request.backend = args.GetOr("backend", "sim");
+  // --dilation and --verify are backend parameters; a backend that does not
+  // declare them rejects them below with a usage error.
+  std::vector<std::string> folded;
+  if (const std::optional<std::string> dilation = args.Get("dilation")) {
+    folded.push_back("dilation=" + *dilation);
+  }
+  if (args.Has("verify")) folded.push_back("verify=true");
+  if (!folded.empty()) {
+    setup.request.backend += (setup.request.backend.find(':') == std::string::npos ? ":" : ",") +
+                             absl::StrJoin(folded, ",");
+  }
   setup.request.check_invariants = args.Has("check-invariants");
   setup.request.show_progress = true;
   const auto [backend, backend_params] = SplitSpec(setup.request.backend);
@@ -414,6 +430,17 @@ const std::vector<Command>& Commands() {
        "anywhere is reported (exit 1).",
        std::vector<OptionSpec>{{"format", "FMT", "output: table or json", "table"}},
        InspectCommand},
+      {"import-g10", "--model=NAME --batch=B [--dir=DIR] --output=FILE.umt",
+       "write a G10 model's training iteration (graph + A100 kernel times) as a .umt trace",
+       "Reads G10's frontend/Nets/NAME.txt and results/NAME/cudnnB*.txt; tensor sizes, "
+       "kernel order and times follow G10 (see docs/workloads.md).",
+       ImportG10Options(),
+       [](const Context& ctx) -> std::optional<Failure> {
+         if (auto failure = ImportG10(ctx.args, ctx.out)) {
+           return Failure{failure->code, failure->message};
+         }
+         return std::nullopt;
+       }},
       {"policies", "", "list the policies with their parameters and defaults", "",
        {}, PoliciesCommand},
       {"workloads", "[--describe NAME [--workload-arg K=V]]",
@@ -428,6 +455,23 @@ const std::vector<Command>& Commands() {
        DevicesCommand},
       {"backends", "", "list the backends in this build and their parameters", "", {},
        BackendsCommand},
+      {"regress", "SUITE.json [--update]",
+       "run a policy regression suite and compare with its stored bounds",
+       "Each case runs a workload under a policy and checks bounds such as faults <= X "
+       "and time <= Y, each with a tolerance (see cli/regress.h for the format). Prints "
+       "pass/fail with deltas; exits 1 on any regression. --update rewrites the bounds "
+       "to the measured values.",
+       std::vector<OptionSpec>{{"update", "", "rewrite every bound to the measured value"}},
+       [](const Context& ctx) -> std::optional<Failure> {
+         if (ctx.args.positional().size() != 1) {
+           return Usage(absl::InvalidArgumentError(
+               "umlab regress takes one suite: umlab regress SUITE.json [--update]"));
+         }
+         const RegressOutcome outcome =
+             RunRegressSuite(ctx.args.positional()[0], ctx.args.Has("update"), ctx.out);
+         if (outcome.exit_code == kExitOk) return std::nullopt;
+         return Failure{outcome.exit_code, outcome.message};
+       }},
   };
   return *commands;
 }
@@ -492,7 +536,8 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     err << "umlab " << command->name << ": " << parsed.status().message() << "\n";
     return kExitUsage;
   }
-  const bool takes_positional = command->name == "replay" || command->name == "inspect";
+  const bool takes_positional =
+      command->name == "replay" || command->name == "inspect" || command->name == "regress";
   if (!takes_positional && !parsed->positional().empty()) {
     err << "umlab " << command->name << ": unexpected argument '" << parsed->positional()[0]
         << "'; see 'umlab " << command->name << " --help'\n";

@@ -1,0 +1,244 @@
+// The G10 importer against the numbers G10's artifact documents
+// (../shared/data/g10/FORMAT.md) on the BERT_Base fixture at batch 256.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/status/statusor.h"
+#include "cli/commands.h"
+#include "workloads/g10_graph.h"
+
+namespace umlab {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::UnorderedElementsAre;
+
+const std::string kFixture = std::string(UMLAB_SOURCE_DIR) + "/tests/data/g10";
+
+const G10Model& Bert() {
+  static const G10Model* model = [] {
+    absl::StatusOr<G10Model> loaded = LoadG10Model(kFixture, "BERT_Base", 256);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    return new G10Model(loaded.ok() ? *std::move(loaded) : G10Model());
+  }();
+  return *model;
+}
+
+std::vector<uint64_t> Sizes(const G10Model& model, const std::vector<int>& tensors) {
+  std::vector<uint64_t> sizes;
+  for (int t : tensors) sizes.push_back(model.tensors[t].bytes);
+  return sizes;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// A private copy of the fixture for tests that corrupt it. The running
+// test's name is part of the path: ctest runs test cases in parallel.
+std::string CopyFixture(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/g10_" +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                          "_" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(kFixture, dir, std::filesystem::copy_options::recursive);
+  return dir;
+}
+
+// The BERT graph at batch 8 with batch 256's kernel times borrowed, so the
+// sim and trace tests run on a 5.8 GB footprint instead of 159 GB and stay
+// fast (under sanitizers too). Structure is batch-independent; the times are
+// not meaningful at this batch and no test checks numbers from these runs.
+std::string SmallBatchDir() {
+  const std::string dir = CopyFixture("small_batch");
+  const std::string results = dir + "/results/BERT_Base/cudnn";
+  for (const char* suffix : {".txt", "InputPF.txt", "PF.txt", "Workspace.txt"}) {
+    std::filesystem::copy_file(results + "256" + suffix, results + "8" + suffix);
+  }
+  return dir;
+}
+
+TEST(G10Importer, ReproducesFormatMdCounts) {
+  const G10Model& model = Bert();
+  EXPECT_EQ(model.tensors.size(), 1463u);
+  EXPECT_EQ(model.workspace_tensors, 0);
+  ASSERT_EQ(model.kernels.size(), 1369u);
+  EXPECT_EQ(model.forward_kernels, 477);
+  EXPECT_EQ(model.kernels[477].name, "makeLoss");
+  EXPECT_EQ(model.kernels.size() - 478, 891u);  // backward kernels
+  // FORMAT.md: globals total 17,823,494,144 B and intermediates
+  // 141,134,852,096 B at B=256.
+  EXPECT_EQ(model.global_bytes, 17'823'494'144u);
+  EXPECT_EQ(model.intermediate_bytes, 141'134'852'096u);
+}
+
+TEST(G10Importer, CountsDoNotDependOnBatch) {
+  const std::string text = ReadAll(kFixture + "/frontend/Nets/BERT_Base.txt");
+  for (int batch : {1, 32}) {
+    absl::StatusOr<G10Model> model = ParseG10TransformerGraph(text, "BERT_Base.txt", batch, 210);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ(model->tensors.size(), 1463u) << batch;
+    EXPECT_EQ(model->kernels.size(), 1369u) << batch;
+  }
+}
+
+TEST(G10Importer, FirstKernelsMatchFormatMd) {
+  const G10Model& model = Bert();
+  ASSERT_GE(model.kernels.size(), 3u);
+  const G10Kernel& k0 = model.kernels[0];
+  EXPECT_EQ(k0.name, "GatherV2_Forward");
+  EXPECT_EQ(k0.op_id, 215);
+  EXPECT_THAT(Sizes(model, k0.inputs), UnorderedElementsAre(131'072u, 8'192u));
+  EXPECT_THAT(Sizes(model, k0.outputs), UnorderedElementsAre(100'663'296u));
+  EXPECT_EQ(k0.ideal_ns, 197'632);
+
+  const G10Kernel& k1 = model.kernels[1];
+  EXPECT_EQ(k1.name, "GatherV2_Forward");
+  EXPECT_EQ(k1.op_id, 213);
+  EXPECT_THAT(Sizes(model, k1.inputs), UnorderedElementsAre(131'072u, 93'765'632u));
+  EXPECT_THAT(Sizes(model, k1.outputs), UnorderedElementsAre(100'663'296u));
+  EXPECT_EQ(k1.ideal_ns, 206'848);
+
+  const G10Kernel& k2 = model.kernels[2];
+  EXPECT_EQ(k2.name, "Add_Forward");
+  EXPECT_EQ(k2.op_id, 214);
+  EXPECT_THAT(Sizes(model, k2.inputs), UnorderedElementsAre(100'663'296u, 100'663'296u));
+  EXPECT_THAT(Sizes(model, k2.outputs), UnorderedElementsAre(100'663'296u));
+  EXPECT_EQ(k2.ideal_ns, 428'032);
+  // Input 1 of op 214 is global id 1 (a pre-broadcast parameter).
+  int globals = 0;
+  for (int t : k2.inputs) globals += model.tensors[t].global ? 1 : 0;
+  EXPECT_EQ(globals, 1);
+}
+
+TEST(G10Importer, PerKernelTimesAreTheMeasuredOnes) {
+  const G10Model& model = Bert();
+  // Every kernel's time is line i of cudnn256.txt; their sum is G10's ideal
+  // iteration time, 7285.47 ms in FORMAT.md.
+  std::ifstream in(kFixture + "/results/BERT_Base/cudnn256.txt");
+  std::string index, unit;
+  double ms = 0;
+  size_t k = 0;
+  Nanos total = 0;
+  while (in >> index >> ms >> unit) {
+    ASSERT_LT(k, model.kernels.size());
+    EXPECT_EQ(model.kernels[k].ideal_ns, static_cast<Nanos>(std::llround(ms * 1e6))) << k;
+    EXPECT_GE(model.kernels[k].input_pf_ns, model.kernels[k].ideal_ns);
+    EXPECT_GE(model.kernels[k].pf_ns, model.kernels[k].input_pf_ns);
+    total += model.kernels[k].ideal_ns;
+    ++k;
+  }
+  EXPECT_EQ(k, model.kernels.size());
+  EXPECT_NEAR(static_cast<double>(total) / 1e6, 7285.47, 0.01);
+}
+
+TEST(G10Importer, LayoutIsStaticAndPacked) {
+  const G10Model& model = Bert();
+  uint64_t next_global = 0, next_intermediate = model.global_bytes;
+  for (const G10Tensor& tensor : model.tensors) {
+    EXPECT_EQ(tensor.bytes % 4096, 0u);
+    EXPECT_GE(tensor.bytes, tensor.raw_bytes);
+    uint64_t& next = tensor.global ? next_global : next_intermediate;
+    EXPECT_EQ(tensor.offset, next) << tensor.what;
+    next += tensor.bytes;
+  }
+}
+
+TEST(G10Importer, RunsOnTheSim) {
+  std::ostringstream out, err;
+  const int rc = cli::Main({"compare", "--workload=g10", "--workload-arg",
+                            "model=BERT_Base,batch=8,iterations=1,dir=" + SmallBatchDir(),
+                            "--policies=demand,ideal", "--format=json"},
+                           out, err);
+  ASSERT_EQ(rc, cli::kExitOk) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("\"policy\":\"demand\""));
+  EXPECT_THAT(out.str(), HasSubstr("\"policy\":\"ideal\""));
+  EXPECT_THAT(out.str(), HasSubstr("\"kernels\":1369"));
+}
+
+TEST(G10Importer, ImportWritesATraceReplayAccepts) {
+  const std::string trace = ::testing::TempDir() + "/g10_bert.umt";
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::Main({"import-g10", "--model=BERT_Base", "--batch=8", "--dir=" + SmallBatchDir(),
+                       "--iterations=1", "--output=" + trace},
+                      out, err),
+            cli::kExitOk)
+      << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("1463 tensors, 1369 kernels"));
+  std::ostringstream replay_out, replay_err;
+  EXPECT_EQ(cli::Main({"replay", trace, "--policy=ideal", "--format=json"}, replay_out,
+                      replay_err),
+            cli::kExitOk)
+      << replay_err.str();
+  std::filesystem::remove(trace);
+}
+
+TEST(G10Importer, UsageErrorsExitTwo) {
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::Main({"import-g10", "--model=BERT_Base", "--batch=256"}, out, err),
+            cli::kExitUsage);
+  EXPECT_THAT(err.str(), HasSubstr("--output"));
+}
+
+int CountLines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(G10Importer, CorruptTimeFileGivesOneLineError) {
+  const std::string dir = CopyFixture("corrupt_times");
+  const std::string path = dir + "/results/BERT_Base/cudnn256.txt";
+  std::string text = ReadAll(path);
+  const size_t at = text.find("0004 ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 5, "0004 x");
+  std::ofstream(path, std::ios::trunc) << text;
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::Main({"import-g10", "--model=BERT_Base", "--batch=256", "--dir=" + dir,
+                       "--output=" + dir + "/out.umt"},
+                      out, err),
+            cli::kExitFailure);
+  EXPECT_THAT(err.str(), HasSubstr("cudnn256.txt:5:"));
+  EXPECT_EQ(CountLines(err.str()), 1) << err.str();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.umt"));
+}
+
+TEST(G10Importer, CorruptGraphGivesOneLineError) {
+  const std::string dir = CopyFixture("corrupt_graph");
+  const std::string path = dir + "/frontend/Nets/BERT_Base.txt";
+  std::string text = ReadAll(path);
+  // Line 9 is the rank of op 215's second input (`2`).
+  std::vector<std::string> lines;
+  std::stringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  ASSERT_GT(lines.size(), 9u);
+  ASSERT_EQ(lines[8], "2");
+  lines[8] = "two";
+  std::ofstream file(path, std::ios::trunc);
+  for (const std::string& line : lines) file << line << "\n";
+  file.close();
+  absl::StatusOr<G10Model> model = LoadG10Model(dir, "BERT_Base", 256);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("BERT_Base.txt:9:"));
+  EXPECT_THAT(std::string(model.status().message()), Not(HasSubstr("\n")));
+}
+
+TEST(G10Importer, MissingBatchNamesTheShippedOnes) {
+  absl::StatusOr<G10Model> model = LoadG10Model(kFixture, "BERT_Base", 128);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("found: 256"));
+}
+
+}  // namespace
+}  // namespace umlab

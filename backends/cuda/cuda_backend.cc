@@ -66,7 +66,9 @@ CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
       capacity_frames_(capacity_frames),
       sm_count_(sm_count),
       segments_(memory_limit),
-      faults_(static_cast<size_t>(device.fault_buffer_entries)),
+      // The GPU's own fault buffer is not ours to model here: this one only
+      // carries records to the engine, and must not drop any.
+      faults_(size_t{1} << 20),
       start_(std::chrono::steady_clock::now()) {}
 
 absl::Status CudaBackend::Initialise() {
@@ -279,9 +281,16 @@ absl::Status CudaBackend::Poll(bool flush) {
     if (!address.has_value()) continue;  // not the program's memory
     ++fault_records_;
     bin.faults += record.value;
-    // CUPTI does not say which SM faulted or whether it wrote.
-    FaultEntry entry{PageOfAddress(*address), AccessType::kRead, 0, current_exec_id_, now};
-    faults_.Push(entry);
+    // A record names one faulting address of a group, and the driver's own
+    // prefetcher populates around it, often the whole 2 MB block. So that
+    // the engine's residency (and with it the budget and what an eviction
+    // moves back) covers what the driver really brought in, every page of
+    // the block is reported as faulted. CUPTI does not say which SM faulted
+    // or whether it wrote.
+    const PageNumber first = FirstPageOfBlock(BlockOfAddress(*address));
+    for (int page = 0; page < kPagesPerBlock; ++page) {
+      faults_.Push(FaultEntry{first + page, AccessType::kRead, 0, current_exec_id_, now});
+    }
     const BlockState* state = engine_->memory_state().Find(BlockOfAddress(*address));
     if (state == nullptr || !state->has_frame) arriving.insert(BlockOfAddress(*address));
     if (recorder_ != nullptr) {
@@ -437,7 +446,7 @@ UMLAB_REGISTER_BACKEND(
            "discard calls",
            {{"gpu", ParamType::kInt, "0", "CUDA device ordinal"},
             {"poll_us", ParamType::kDouble, "20", "how often the host polls for fault records"},
-            {"flush_us", ParamType::kDouble, "500",
+            {"flush_us", ParamType::kDouble, "20000",
              "how often CUPTI is asked to hand over its records"}},
            [](const ParamMap& params, const DeviceConfig& device,
               uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {

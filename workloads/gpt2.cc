@@ -40,14 +40,11 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeGpt2(const Gpt2Size& size,
   const std::string name = size.name;
   absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, name);
   if (!options.ok()) return options.status();
-  const int64_t seq = params.Int("seq");
-  if (seq < 1 || seq > static_cast<int64_t>(kContext)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: seq=%d is out of range; use 1 to %d", name, seq, kContext));
-  }
+  const absl::StatusOr<uint64_t> seq = SequenceLength(params, name, kContext);
+  if (!seq.ok()) return seq.status();
   return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
     const uint64_t b = g.options().batch;
-    const uint64_t t = static_cast<uint64_t>(seq);
+    const uint64_t t = *seq;
     const uint64_t c = size.hidden;
     const uint64_t rows = b * t;
     const EmbeddingLayer wte = g.MakeEmbedding("transformer.wte", kVocabulary, c);

@@ -1,5 +1,7 @@
 #include "workloads/transformer_block.h"
 
+#include "absl/strings/str_format.h"
+
 namespace umlab {
 
 int TransformerLayer(TrainingGraph& g, const std::string& prefix, const TransformerShape& s,
@@ -47,6 +49,16 @@ int TransformerLayer(TrainingGraph& g, const std::string& prefix, const Transfor
   x = g.Add(x, h, prefix + ".mlp.residual", elements);
   if (!s.pre_norm) x = g.LayerNorm(ln_2, x, rows);
   return x;
+}
+
+absl::StatusOr<uint64_t> SequenceLength(const ParamMap& params, const std::string& workload,
+                                        uint64_t max_tokens) {
+  const int64_t seq = params.Int("seq");
+  if (seq < 1 || seq > static_cast<int64_t>(max_tokens)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "workload %s: seq=%d is out of range; use 1 to %d", workload, seq, max_tokens));
+  }
+  return static_cast<uint64_t>(seq);
 }
 
 }  // namespace umlab

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "core/param_map.h"
 #include "workloads/training_graph.h"
 
 namespace umlab {
@@ -30,6 +32,11 @@ struct TransformerShape {
   double dropout = 0;       // hidden-state dropout (resid / hidden_dropout_prob)
   double attn_dropout = 0;  // attention-probability dropout
 };
+
+// The `seq` parameter of a transformer workload (tokens per sample),
+// checked against the most the model's position table holds.
+absl::StatusOr<uint64_t> SequenceLength(const ParamMap& params, const std::string& workload,
+                                        uint64_t max_tokens);
 
 // One layer named `prefix` (e.g. "h.3"): allocates its parameters and
 // appends its forward ops. Consumes `x` [batch, seq, hidden]; returns the

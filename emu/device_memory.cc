@@ -1,10 +1,30 @@
 #include "emu/device_memory.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_format.h"
 
 namespace umlab {
+
+uint64_t DeviceMemory::MappedRun(PageNumber first, uint64_t max_pages) {
+  const Frame* frame = Lookup(BlockOfPage(first));
+  if (frame == nullptr) return 0;
+  const int index = PageIndexInBlock(first);
+  const uint64_t limit =
+      std::min<uint64_t>({max_pages, static_cast<uint64_t>(kPagesPerBlock - index), 64});
+  // The 64 pages from `first` as one word; the run is its trailing ones.
+  const uint64_t word = ((frame->mapped >> index) & PageMask(~uint64_t{0})).to_ullong();
+  return std::min<uint64_t>(static_cast<uint64_t>(std::countr_one(word)), limit);
+}
+
+void DeviceMemory::RecordAccesses(PageNumber first, uint64_t count, bool write) {
+  if (count == 0) return;
+  Frame* frame = Lookup(BlockOfPage(first));
+  const PageMask pages = PageRangeMask(PageIndexInBlock(first), static_cast<int>(count));
+  frame->accessed |= pages;
+  if (write) frame->dirty |= pages;
+}
 
 bool DeviceMemory::IsMapped(PageNumber page) const {
   auto it = frames_.find(BlockOfPage(page));

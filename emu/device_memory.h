@@ -36,6 +36,15 @@ class DeviceMemory {
     return true;
   }
 
+  // The sim's bulk path: how many pages in a row from `first`, at most
+  // `max_pages` and never past the end of its block (nor more than 64), are
+  // mapped. Nothing is recorded; RecordAccesses does that for the pages
+  // actually consumed.
+  uint64_t MappedRun(PageNumber first, uint64_t max_pages);
+  // Records accesses to [first, first + count), which must be mapped and in
+  // one block (a MappedRun's answer or less).
+  void RecordAccesses(PageNumber first, uint64_t count, bool write);
+
   bool IsMapped(PageNumber page) const;
 
   // Maps `pages`; `dirty` marks those whose only valid copy is now on the

@@ -49,4 +49,22 @@ TEST(FaultBufferTest, FetchTakesAtMostABatchAndFlushEmpties) {
 }
 
 }  // namespace
+TEST(FaultBufferTest, WrapsAroundTheRingInArrivalOrder) {
+  FaultBuffer buffer(3);
+  std::vector<FaultEntry> out(3);
+  PageNumber next = 0, expected = 0;
+  // Pushes and fetches that never line up with the ring's size, so the
+  // head and tail cross the end many times.
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(buffer.Push(Entry(next++)));
+    const size_t fetched = buffer.Fetch(absl::MakeSpan(out.data(), round % 2 == 0 ? 1 : 3));
+    for (size_t i = 0; i < fetched; ++i) EXPECT_EQ(out[i].page, expected++);
+  }
+  while (size_t fetched = buffer.Fetch(absl::MakeSpan(out))) {
+    for (size_t i = 0; i < fetched; ++i) EXPECT_EQ(out[i].page, expected++);
+  }
+  EXPECT_EQ(expected, next);
+  EXPECT_EQ(buffer.dropped(), 0u);
+}
+
 }  // namespace umlab

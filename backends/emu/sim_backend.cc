@@ -97,19 +97,23 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   range_offset_ = 0;
   sms_.assign(sm_count, Sm{});
   stalled_.clear();
-  ready_.Clear();
+  ready_.Reset(sm_count);
   for (uint32_t sm = 0; sm < sm_count; ++sm) ready_.PushAfterAccess(start, sm);
   Picos finish = start;
   RunStats& stats = engine_->mutable_stats();
 
+  // The next system event only moves when one is processed or an SM faults
+  // (which may request a fault service), so it is recomputed only then
+  // rather than on every access.
+  Nanos next_system = NextSystemEventTime();
   while (!ready_.empty() || !stalled_.empty()) {
     const Picos next_sm = ready_.empty() ? kNeverPicos : ready_.top().first;
-    const Nanos next_system = NextSystemEventTime();
     // Ties go to the SMs, so faults raised at one instant share a batch.
     if (next_system != kNever && next_system * kPicosPerNano < next_sm) {
       ProcessSystemEventAtOrBefore(next_system);
       if (!error_.ok()) return error_;
       if (!engine_->health().ok()) return engine_->health();
+      next_system = NextSystemEventTime();
       continue;
     }
     if (ready_.empty()) {
@@ -122,34 +126,60 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
     ready_.pop();
     clock_.AdvanceTo(time / kPicosPerNano);
     Sm& sm = sms_[sm_index];
-    PageNumber page;
-    bool write;
     if (sm.retry) {
       sm.retry = false;
-      page = sm.page;
-      write = sm.write;
-    } else {
-      if (range_index_ == ranges_.size()) {
-        finish = std::max(finish, time);  // this SM has no work left
-        continue;
+      if (device_memory_.Access(sm.page, sm.write)) {
+        ++stats.page_accesses;
+        ready_.PushAfterAccess(time + per_access, sm_index);
+      } else {
+        Fault(sm_index, sm.page, sm.write, time);
+        next_system = NextSystemEventTime();
       }
-      const AccessRange& range = ranges_[range_index_];
-      page = range.first_page + range_offset_;
-      write = range.write;
-      if (++range_offset_ == range.pages) {
-        ++range_index_;
-        range_offset_ = 0;
-      }
+      continue;
     }
-    if (device_memory_.Access(page, write)) {
-      ++stats.page_accesses;
-      ready_.PushAfterAccess(time + per_access, sm_index);
-    } else {
+    if (range_index_ == ranges_.size()) {
+      finish = std::max(finish, time);  // this SM has no work left
+      continue;
+    }
+    const AccessRange& range = ranges_[range_index_];
+    const PageNumber page = range.first_page + range_offset_;
+    const bool write = range.write;
+    const uint64_t mapped = device_memory_.MappedRun(page, range.pages - range_offset_);
+    if (mapped == 0) {
+      AdvanceCursor(1);
       Fault(sm_index, page, write, time);
+      next_system = NextSystemEventTime();
+      continue;
     }
+    // Hits need no service, so the SMs take the mapped pages one each, in
+    // the same time order as one at a time, until the run ends or a woken
+    // SM or a system event comes first.
+    const Picos limit = next_system == kNever ? kNeverPicos : next_system * kPicosPerNano;
+    ready_.PushAfterAccess(time + per_access, sm_index);
+    Picos last = time;
+    uint64_t taken = 1;
+    while (taken < mapped && ready_.RunningNextAtOrBefore(limit)) {
+      const ReadySm next = ready_.top();
+      ready_.pop();
+      last = next.first;
+      ready_.PushAfterAccess(next.first + per_access, next.second);
+      ++taken;
+    }
+    device_memory_.RecordAccesses(page, taken, write);
+    stats.page_accesses += taken;
+    clock_.AdvanceTo(last / kPicosPerNano);
+    AdvanceCursor(taken);
   }
   clock_.AdvanceTo((finish + kPicosPerNano - 1) / kPicosPerNano);
   return error_;
+}
+
+void SimBackend::AdvanceCursor(uint64_t pages) {
+  range_offset_ += pages;
+  if (range_offset_ == ranges_[range_index_].pages) {
+    ++range_index_;
+    range_offset_ = 0;
+  }
 }
 
 void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now) {

@@ -13,7 +13,6 @@
 #define UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
 
 #include <cstdint>
-#include <deque>
 #include <queue>
 #include <string>
 #include <vector>
@@ -90,32 +89,54 @@ class SimBackend final : public Backend {
   // land at arbitrary times; a small heap holds them.
   class ReadySms {
    public:
-    bool empty() const { return running_.empty() && woken_.empty(); }
+    bool empty() const { return running_size_ == 0 && woken_.empty(); }
     const ReadySm& top() const {
-      if (woken_.empty()) return running_.front();
-      if (running_.empty()) return woken_.top();
-      return std::min(running_.front(), woken_.top());
+      if (woken_.empty()) return running_[running_head_];
+      if (running_size_ == 0) return woken_.top();
+      return std::min(running_[running_head_], woken_.top());
     }
     void pop() {
-      if (!woken_.empty() && (running_.empty() || woken_.top() < running_.front())) {
+      if (!woken_.empty() &&
+          (running_size_ == 0 || woken_.top() < running_[running_head_])) {
         woken_.pop();
       } else {
-        running_.pop_front();
+        if (++running_head_ == running_.size()) running_head_ = 0;
+        --running_size_;
       }
     }
-    void PushAfterAccess(Picos time, uint32_t sm) { running_.emplace_back(time, sm); }
+    // Each SM is in the queue at most once, so `sms` slots always suffice.
+    void PushAfterAccess(Picos time, uint32_t sm) {
+      size_t tail = running_head_ + running_size_;
+      if (tail >= running_.size()) tail -= running_.size();
+      running_[tail] = ReadySm(time, sm);
+      ++running_size_;
+    }
     void PushWoken(Picos time, uint32_t sm) { woken_.emplace(time, sm); }
-    void Clear() {
-      running_.clear();
+    // The bulk path: true if the next SM in order is a running one (not one
+    // woken by a replay) whose time is at most `limit`.
+    bool RunningNextAtOrBefore(Picos limit) const {
+      if (running_size_ == 0) return false;
+      const ReadySm& front = running_[running_head_];
+      return front.first <= limit && (woken_.empty() || front < woken_.top());
+    }
+    void Reset(size_t sms) {
+      running_.assign(sms, ReadySm(0, 0));
+      running_head_ = 0;
+      running_size_ = 0;
       woken_ = WokenQueue();
     }
 
    private:
-    std::deque<ReadySm> running_;
+    // A ring rather than a deque: one push and one pop per simulated access.
+    std::vector<ReadySm> running_;
+    size_t running_head_ = 0;
+    size_t running_size_ = 0;
     WokenQueue woken_;
   };
 
   absl::Status ExecuteKernel(uint32_t exec_id, Nanos compute_ns);
+  // Moves the kernel's access cursor `pages` pages on.
+  void AdvanceCursor(uint64_t pages);
   // Processes system events (link, replays, fault service) up to `until`
   // inclusive; returns false if none was due.
   bool ProcessSystemEventAtOrBefore(Nanos until);

@@ -85,6 +85,13 @@ std::vector<OptionSpec> FormatOption() {
   return {{"format", "FMT", "output: table, json or csv", "table"}};
 }
 
+OptionSpec JobsOption() {
+  return {"jobs", "N",
+          "runs at once on the sim backend (0: one per core; other backends run one at a "
+          "time); results do not depend on it",
+          "0"};
+}
+
 template <typename... Groups>
 std::vector<OptionSpec> Join(Groups... groups) {
   std::vector<OptionSpec> all;
@@ -104,6 +111,7 @@ struct Setup {
   DeviceConfig device;
   RunRequest request;
   OutputFormat format = OutputFormat::kTable;
+  int jobs = 1;  // parallel runs, for compare
 };
 
 // Everything but the program and the policy, from the options.
@@ -132,6 +140,9 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
     setup.request.backend += (setup.request.backend.find(':') == std::string::npos ? ":" : ",") +
                              absl::StrJoin(folded, ",");
   }
+  absl::StatusOr<int> jobs = ParseJobs(args.GetOr("jobs", "0"));
+  if (!jobs.ok()) return Usage(jobs.status());
+  setup.jobs = *jobs;
   setup.request.check_invariants = args.Has("check-invariants");
   setup.request.show_progress = true;
   const auto [backend, backend_params] = SplitSpec(setup.request.backend);
@@ -187,12 +198,15 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
     }
   }
   setup.request.program = &program;
-  std::vector<RunResult> results;
+  std::vector<RunRequest> requests;
   for (const std::string& spec : policies) {
-    setup.request.policy = spec;
-    absl::StatusOr<RunResult> result = ExecuteRun(setup.request);
+    requests.push_back(setup.request);
+    requests.back().policy = spec;
+  }
+  std::vector<RunResult> results;
+  for (absl::StatusOr<RunResult>& result : ExecuteRuns(std::move(requests), setup.jobs)) {
     if (!result.ok()) return RunFailed(result.status());
-    results.push_back(*result);
+    results.push_back(*std::move(result));
   }
   ctx.out << FormatRuns(results, setup.format);
   return std::nullopt;
@@ -423,7 +437,8 @@ const std::vector<Command>& Commands() {
                 {"policies", "LIST",
                  "comma-separated policy specs, e.g. demand,deepum:rows=1024,assoc=4",
                  "demand, every other policy, ideal", true},
-                {"trace", "FILE", "compare on a recorded trace instead of a workload"}}),
+                {"trace", "FILE", "compare on a recorded trace instead of a workload"},
+                JobsOption()}),
        CompareCommand},
       {"inspect", "FILE.umt [--format=table|json]",
        "check a trace end to end and summarise it", "Reads every chunk, so corruption "
@@ -461,14 +476,17 @@ const std::vector<Command>& Commands() {
        "and time <= Y, each with a tolerance (see cli/regress.h for the format). Prints "
        "pass/fail with deltas; exits 1 on any regression. --update rewrites the bounds "
        "to the measured values.",
-       std::vector<OptionSpec>{{"update", "", "rewrite every bound to the measured value"}},
+       std::vector<OptionSpec>{{"update", "", "rewrite every bound to the measured value"},
+                               JobsOption()},
        [](const Context& ctx) -> std::optional<Failure> {
          if (ctx.args.positional().size() != 1) {
            return Usage(absl::InvalidArgumentError(
                "umlab regress takes one suite: umlab regress SUITE.json [--update]"));
          }
-         const RegressOutcome outcome =
-             RunRegressSuite(ctx.args.positional()[0], ctx.args.Has("update"), ctx.out);
+         absl::StatusOr<int> jobs = ParseJobs(ctx.args.GetOr("jobs", "0"));
+         if (!jobs.ok()) return Usage(jobs.status());
+         const RegressOutcome outcome = RunRegressSuite(ctx.args.positional()[0],
+                                                        ctx.args.Has("update"), *jobs, ctx.out);
          if (outcome.exit_code == kExitOk) return std::nullopt;
          return Failure{outcome.exit_code, outcome.message};
        }},

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -251,6 +254,43 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   result.stats = engine.stats();
   result.policy_table_bytes = (*policy)->TableBytes();
   return result;
+}
+
+std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests,
+                                                    int jobs) {
+  const bool all_sim = std::all_of(requests.begin(), requests.end(), [](const RunRequest& r) {
+    return SplitSpec(r.backend).first == "sim";
+  });
+  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const size_t threads = all_sim ? std::min<size_t>(jobs, requests.size()) : 1;
+  std::vector<absl::StatusOr<RunResult>> results(requests.size(),
+                                                 absl::UnknownError("not run"));
+  if (threads <= 1) {
+    for (size_t i = 0; i < requests.size(); ++i) results[i] = ExecuteRun(requests[i]);
+    return results;
+  }
+  // Progress lines from several runs would overwrite each other.
+  for (RunRequest& request : requests) request.show_progress = false;
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < requests.size(); i = next++) {
+        results[i] = ExecuteRun(requests[i]);
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  return results;
+}
+
+absl::StatusOr<int> ParseJobs(const std::string& text) {
+  int jobs = 0;
+  if (!absl::SimpleAtoi(text, &jobs) || jobs < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--jobs=%s: give a whole number of parallel runs, or 0 for one per core", text));
+  }
+  return jobs;
 }
 
 }  // namespace umlab::cli

@@ -84,6 +84,16 @@ struct RunResult {
 
 absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request);
 
+// Runs every request and returns the results in request order. Runs on the
+// sim backend are pure functions of their inputs, so up to `jobs` of them
+// run at once on their own threads (results are identical to running them
+// one by one); any other backend uses the machine's real resources (fault
+// handling threads, the GPU) and runs alone. jobs <= 0: one per core.
+std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests, int jobs);
+
+// --jobs: a whole number >= 0 (0: one per core).
+absl::StatusOr<int> ParseJobs(const std::string& text);
+
 // "demand,deepum:rows=1024,assoc=4,ideal" -> {"demand", "deepum:rows=1024,assoc=4",
 // "ideal"}: an item with '=' and no ':' continues the previous policy's list.
 std::vector<std::string> SplitPolicyList(const std::string& text);

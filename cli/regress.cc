@@ -254,7 +254,8 @@ const std::vector<std::string>& RegressMetrics() {
   return *metrics;
 }
 
-RegressOutcome RunRegressSuite(const std::string& path, bool update, std::ostream& out) {
+RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
+                               std::ostream& out) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return {kExitUsage, absl::StrFormat("cannot read suite %s", path)};
   std::stringstream text;
@@ -293,15 +294,20 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, std::ostrea
       {"case", "metric", "bound", "measured", "delta", "tolerance", "result"}};
   std::vector<std::string> regressions;
   int bounds_checked = 0, bounds_passed = 0, runs_failed = 0;
+  std::vector<RunRequest> requests;
   for (size_t i = 0; i < cases->size(); ++i) {
-    Case& c = (*cases)[i];
-    RunRequest request;
+    const Case& c = (*cases)[i];
+    RunRequest& request = requests.emplace_back();
     request.program = setups[i].second;
     request.device = setups[i].first;
     request.capacity = c.capacity;
     request.policy = c.policy;
     request.backend = c.backend;
-    absl::StatusOr<RunResult> run = ExecuteRun(request);
+  }
+  std::vector<absl::StatusOr<RunResult>> runs = ExecuteRuns(std::move(requests), jobs);
+  for (size_t i = 0; i < cases->size(); ++i) {
+    Case& c = (*cases)[i];
+    absl::StatusOr<RunResult>& run = runs[i];
     if (!run.ok()) {
       ++runs_failed;
       rows.push_back({c.name, "(run)", "-", "-", "-", "-", "ERROR"});

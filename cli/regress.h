@@ -36,8 +36,9 @@ struct RegressOutcome {
 };
 
 // Runs (and with `update`, rewrites) the suite at `path`, printing the table
-// to `out`.
-RegressOutcome RunRegressSuite(const std::string& path, bool update, std::ostream& out);
+// to `out`. Up to `jobs` cases run at once (see ExecuteRuns).
+RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
+                               std::ostream& out);
 
 }  // namespace umlab::cli
 

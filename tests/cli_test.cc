@@ -112,6 +112,22 @@ TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
   EXPECT_EQ(first.out.rfind("{\"runs\":[", 0), 0u);
 }
 
+TEST(CliTest, ParallelRunsGiveTheSameResultsInTheSameOrder) {
+  const std::string policies = "--policies=demand,uvm-default,deepum,ideal";
+  const Outcome one_at_a_time =
+      Umlab(With({"compare", "--capacity=0.5", "--format=json", policies, "--jobs=1"}));
+  ASSERT_EQ(one_at_a_time.code, kExitOk) << one_at_a_time.err;
+  const Outcome parallel =
+      Umlab(With({"compare", "--capacity=0.5", "--format=json", policies, "--jobs=3"}));
+  ASSERT_EQ(parallel.code, kExitOk) << parallel.err;
+  EXPECT_EQ(parallel.out, one_at_a_time.out);
+  EXPECT_LT(parallel.out.find("\"policy\":\"demand\""),
+            parallel.out.find("\"policy\":\"ideal\""));
+  const Outcome bad = Umlab(With({"compare", "--jobs=-1"}));
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_TRUE(IsOneLine(bad.err)) << bad.err;
+}
+
 TEST(CliTest, TableAndCsvFormats) {
   const Outcome table = Umlab(With({"compare", "--policies=demand,ideal"}));
   ASSERT_EQ(table.code, kExitOk) << table.err;

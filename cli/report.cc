@@ -53,6 +53,7 @@ std::vector<std::pair<std::string, std::string>> ScalarFields(const RunResult& r
       {"iterations", n(run.iterations)},
       {"faults", n(s.faults)},
       {"faulted_pages", n(s.faulted_pages)},
+      {"faulted_in_flight_pages", n(s.faulted_in_flight_pages)},
       {"fault_batches", n(s.fault_batches)},
       {"h2d_bytes", n(s.h2d_bytes)},
       {"d2h_bytes", n(s.d2h_bytes)},
@@ -99,9 +100,11 @@ std::string FormatJson(const std::vector<RunResult>& runs) {
       absl::StrAppendFormat(
           &out,
           "%s{\"faults\":%d,\"time_ns\":%d,\"h2d_bytes\":%d,\"d2h_bytes\":%d,"
-          "\"faulted_pages\":%d,\"prefetch_bytes\":%d,\"evicted_bytes\":%d,\"stall_ns\":%d}",
+          "\"faulted_pages\":%d,\"faulted_in_flight_pages\":%d,\"prefetch_bytes\":%d,"
+          "\"evicted_bytes\":%d,\"stall_ns\":%d}",
           i > 0 ? "," : "", it.faults, it.time_ns, it.h2d_bytes, it.d2h_bytes,
-          it.faulted_pages, it.prefetch_bytes, it.evicted_bytes, it.stall_ns);
+          it.faulted_pages, it.faulted_in_flight_pages, it.prefetch_bytes, it.evicted_bytes,
+          it.stall_ns);
     }
     out += "]}";
   }

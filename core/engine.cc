@@ -34,6 +34,7 @@ IterationStats Snapshot(const RunStats& stats) {
   s.h2d_bytes = stats.h2d_bytes;
   s.d2h_bytes = stats.d2h_bytes;
   s.faulted_pages = stats.faulted_pages;
+  s.faulted_in_flight_pages = stats.faulted_in_flight_pages;
   s.prefetch_bytes = stats.prefetch_bytes;
   s.evicted_bytes = stats.evicted_bytes;
   s.stall_ns = stats.stall_ns;
@@ -158,6 +159,8 @@ void Engine::CloseIteration() {
   it.h2d_bytes = now.h2d_bytes - iteration_start_.h2d_bytes;
   it.d2h_bytes = now.d2h_bytes - iteration_start_.d2h_bytes;
   it.faulted_pages = now.faulted_pages - iteration_start_.faulted_pages;
+  it.faulted_in_flight_pages =
+      now.faulted_in_flight_pages - iteration_start_.faulted_in_flight_pages;
   it.prefetch_bytes = now.prefetch_bytes - iteration_start_.prefetch_bytes;
   it.evicted_bytes = now.evicted_bytes - iteration_start_.evicted_bytes;
   it.stall_ns = now.stall_ns - iteration_start_.stall_ns;
@@ -239,6 +242,7 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
   // those transfers rather than moving the data twice.
   const PageMask arriving = faulted.pages & block.in_flight;
   if (arriving.any()) {
+    stats_.faulted_in_flight_pages += arriving.count();
     for (const auto& [id, inflight] : inflight_) {
       const Transfer& transfer = inflight.transfer;
       if (transfer.block == faulted.block && transfer.kind != TransferKind::kEviction &&

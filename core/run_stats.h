@@ -17,6 +17,7 @@ struct IterationStats {
   uint64_t d2h_bytes = 0;
   // Not in the required contract, but what A/B tables want per iteration.
   uint64_t faulted_pages = 0;
+  uint64_t faulted_in_flight_pages = 0;
   uint64_t prefetch_bytes = 0;
   uint64_t evicted_bytes = 0;
   Nanos stall_ns = 0;
@@ -26,6 +27,10 @@ struct RunStats {
   // Faults.
   uint64_t faults = 0;          // raw fault-buffer entries, duplicates included
   uint64_t faulted_pages = 0;   // distinct pages per batch, summed over batches
+  // Of those, pages already on their way (a prefetch that came too late, or
+  // an earlier batch's migration): the fault waited for a transfer rather
+  // than starting one. What separates a late prediction from a missed one.
+  uint64_t faulted_in_flight_pages = 0;
   uint64_t fault_batches = 0;
   uint64_t dropped_faults = 0;  // entries lost to fault-buffer overflow
   // Traffic.

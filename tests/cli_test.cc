@@ -104,6 +104,7 @@ TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
   for (const char* key :
        {"\"policy\"", "\"backend\"", "\"workload\"", "\"device\"", "\"capacity_bytes\"",
         "\"footprint_bytes\"", "\"iterations\"", "\"faults\"", "\"faulted_pages\"",
+        "\"faulted_in_flight_pages\"",
         "\"fault_batches\"", "\"h2d_bytes\"", "\"d2h_bytes\"", "\"prefetch_bytes\"",
         "\"prefetch_useful_bytes\"", "\"evicted_bytes\"", "\"invalidated_bytes\"",
         "\"time_ns\"", "\"stall_ns\"", "\"ideal_time_ns\"", "\"per_iteration\""}) {

@@ -40,12 +40,15 @@ std::optional<ImportG10Failure> PositiveInt(const Arguments& args, const std::st
 }  // namespace
 
 std::vector<OptionSpec> ImportG10Options() {
-  return {{"model", "NAME", "G10 model: frontend/Nets/NAME.txt (e.g. BERT_Base)"},
+  return {{"model", "NAME", "G10 model: frontend/Nets/NAME.txt (e.g. BERT_Base, ResNet152)"},
           {"batch", "B", "batch size; results/NAME/cudnnB*.txt must exist"},
           {"dir", "DIR", "G10 data directory holding frontend/ and results/", kDefaultG10Dir},
           {"output", "FILE", "the trace to write (written to FILE.tmp, then renamed)"},
           {"iterations", "N", "training iterations to write", "2"},
-          {"border", "ID", "ids below it are global (0: BERT 210, ViT 184)", "0"}};
+          {"border", "ID",
+           "transformer graphs: ids below it are global (0: BERT 210, ViT 184); CNN graphs take "
+           "none (their weights are global)",
+           "0"}};
 }
 
 std::optional<ImportG10Failure> ImportG10(const Arguments& args, std::ostream& out) {

@@ -1,5 +1,6 @@
-// The G10 importer against the numbers G10's artifact documents
-// (../shared/data/g10/FORMAT.md) on the BERT_Base fixture at batch 256.
+// The G10 importer on a transformer graph, against the numbers G10's
+// artifact documents (../shared/data/g10/FORMAT.md) on the BERT_Base fixture
+// at batch 256. CNN graphs: g10_cnn_importer_test.cc.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -13,7 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "cli/commands.h"
+#include "tests/g10_fixture.h"
 #include "workloads/g10_graph.h"
+#include "workloads/g10_transformer_graph.h"
 
 namespace umlab {
 namespace {
@@ -22,7 +25,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
-const std::string kFixture = std::string(UMLAB_SOURCE_DIR) + "/tests/data/g10";
+using g10_test::CopyFixture;
+using g10_test::ReadAll;
+using g10_test::Sizes;
+using g10_test::SmallBatchDir;
+
+const std::string& kFixture = g10_test::FixtureDir();
 
 const G10Model& Bert() {
   static const G10Model* model = [] {
@@ -31,43 +39,6 @@ const G10Model& Bert() {
     return new G10Model(loaded.ok() ? *std::move(loaded) : G10Model());
   }();
   return *model;
-}
-
-std::vector<uint64_t> Sizes(const G10Model& model, const std::vector<int>& tensors) {
-  std::vector<uint64_t> sizes;
-  for (int t : tensors) sizes.push_back(model.tensors[t].bytes);
-  return sizes;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// A private copy of the fixture for tests that corrupt it. The running
-// test's name is part of the path: ctest runs test cases in parallel.
-std::string CopyFixture(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/g10_" +
-                          ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                          "_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::copy(kFixture, dir, std::filesystem::copy_options::recursive);
-  return dir;
-}
-
-// The BERT graph at batch 8 with batch 256's kernel times borrowed, so the
-// sim and trace tests run on a 5.8 GB footprint instead of 159 GB and stay
-// fast (under sanitizers too). Structure is batch-independent; the times are
-// not meaningful at this batch and no test checks numbers from these runs.
-std::string SmallBatchDir() {
-  const std::string dir = CopyFixture("small_batch");
-  const std::string results = dir + "/results/BERT_Base/cudnn";
-  for (const char* suffix : {".txt", "InputPF.txt", "PF.txt", "Workspace.txt"}) {
-    std::filesystem::copy_file(results + "256" + suffix, results + "8" + suffix);
-  }
-  return dir;
 }
 
 TEST(G10Importer, ReproducesFormatMdCounts) {
@@ -124,42 +95,20 @@ TEST(G10Importer, FirstKernelsMatchFormatMd) {
 }
 
 TEST(G10Importer, PerKernelTimesAreTheMeasuredOnes) {
-  const G10Model& model = Bert();
   // Every kernel's time is line i of cudnn256.txt; their sum is G10's ideal
   // iteration time, 7285.47 ms in FORMAT.md.
-  std::ifstream in(kFixture + "/results/BERT_Base/cudnn256.txt");
-  std::string index, unit;
-  double ms = 0;
-  size_t k = 0;
-  Nanos total = 0;
-  while (in >> index >> ms >> unit) {
-    ASSERT_LT(k, model.kernels.size());
-    EXPECT_EQ(model.kernels[k].ideal_ns, static_cast<Nanos>(std::llround(ms * 1e6))) << k;
-    EXPECT_GE(model.kernels[k].input_pf_ns, model.kernels[k].ideal_ns);
-    EXPECT_GE(model.kernels[k].pf_ns, model.kernels[k].input_pf_ns);
-    total += model.kernels[k].ideal_ns;
-    ++k;
-  }
-  EXPECT_EQ(k, model.kernels.size());
-  EXPECT_NEAR(static_cast<double>(total) / 1e6, 7285.47, 0.01);
+  const double total_ms =
+      g10_test::ExpectTimesAreTheFile(Bert(), kFixture + "/results/BERT_Base/cudnn256.txt");
+  EXPECT_NEAR(total_ms, 7285.47, 0.01);
 }
 
-TEST(G10Importer, LayoutIsStaticAndPacked) {
-  const G10Model& model = Bert();
-  uint64_t next_global = 0, next_intermediate = model.global_bytes;
-  for (const G10Tensor& tensor : model.tensors) {
-    EXPECT_EQ(tensor.bytes % 4096, 0u);
-    EXPECT_GE(tensor.bytes, tensor.raw_bytes);
-    uint64_t& next = tensor.global ? next_global : next_intermediate;
-    EXPECT_EQ(tensor.offset, next) << tensor.what;
-    next += tensor.bytes;
-  }
-}
+TEST(G10Importer, LayoutIsStaticAndPacked) { g10_test::ExpectPackedLayout(Bert()); }
 
 TEST(G10Importer, RunsOnTheSim) {
   std::ostringstream out, err;
   const int rc = cli::Main({"compare", "--workload=g10", "--workload-arg",
-                            "model=BERT_Base,batch=8,iterations=1,dir=" + SmallBatchDir(),
+                            "model=BERT_Base,batch=8,iterations=1,dir=" +
+                                SmallBatchDir("BERT_Base", 256, 8),
                             "--policies=demand,ideal", "--format=json"},
                            out, err);
   ASSERT_EQ(rc, cli::kExitOk) << err.str();
@@ -171,8 +120,9 @@ TEST(G10Importer, RunsOnTheSim) {
 TEST(G10Importer, ImportWritesATraceReplayAccepts) {
   const std::string trace = ::testing::TempDir() + "/g10_bert.umt";
   std::ostringstream out, err;
-  ASSERT_EQ(cli::Main({"import-g10", "--model=BERT_Base", "--batch=8", "--dir=" + SmallBatchDir(),
-                       "--iterations=1", "--output=" + trace},
+  ASSERT_EQ(cli::Main({"import-g10", "--model=BERT_Base", "--batch=8",
+                       "--dir=" + SmallBatchDir("BERT_Base", 256, 8), "--iterations=1",
+                       "--output=" + trace},
                       out, err),
             cli::kExitOk)
       << err.str();

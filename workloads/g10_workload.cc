@@ -233,7 +233,8 @@ std::string DescribeG10Model(const G10Model& model) {
 UMLAB_REGISTER_WORKLOAD(
     g10, {"g10",
           "a G10 (MICRO'23) training iteration from its published graph and A100 kernel "
-          "times; static layout (transformer graphs, e.g. BERT_Base at batch 256)",
+          "times; static layout (transformer graphs such as BERT_Base at batch 256, CNN graphs "
+          "such as ResNet152 at batch 1280)",
           {{"model", ParamType::kString, "BERT_Base", "G10 model name (frontend/Nets/NAME.txt)"},
            {"batch", ParamType::kInt, "256", "batch size; G10 must ship cudnn<B>*.txt for it"},
            {"dir", ParamType::kString, kDefaultG10Dir,
@@ -241,7 +242,8 @@ UMLAB_REGISTER_WORKLOAD(
             "working directory"},
            {"iterations", ParamType::kInt, "2", "training iterations"},
            {"border", ParamType::kInt, "0",
-            "ids below it are global; 0: G10's value for the model (BERT 210, ViT 184)"}},
+            "transformer graphs: ids below it are global; 0: G10's value for the model (BERT "
+            "210, ViT 184). CNN graphs take none: their weights are global"}},
           MakeG10});
 
 }  // namespace umlab

@@ -1,6 +1,7 @@
 // The `g10` workload: a G10 (MICRO'23) training iteration replayed as a
 // umlab program. The graph and kernel times come from G10's published files
-// (workloads/g10_graph.h); this file turns them into events.
+// (workloads/g10_graph.h: transformer and CNN graphs); this file turns them
+// into events.
 //
 // G10's memory layout is static, so the program is too: one kAlloc segment
 // covers every tensor (globals first, then intermediates, each at its G10

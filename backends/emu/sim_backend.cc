@@ -254,6 +254,7 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
 void SimBackend::ApplyReplay(const ReplayEvent& replay) {
   if (replay.policy != ReplayPolicy::kBlock) fault_buffer_.Flush();
   const Picos now = clock_.now() * kPicosPerNano;
+  woken_scratch_.clear();
   size_t kept = 0;
   for (uint32_t sm_index : stalled_) {
     Sm& sm = sms_[sm_index];
@@ -265,9 +266,11 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
     stall_picos_ += resume - sm.stalled_since;
     sm.stalled = false;
     sm.retry = true;
-    ready_.PushWoken(resume, sm_index);
+    woken_scratch_.emplace_back(resume, sm_index);
   }
   stalled_.resize(kept);
+  std::sort(woken_scratch_.begin(), woken_scratch_.end());
+  ready_.PushWoken(woken_scratch_);
   engine_->mutable_stats().stall_ns =
       stall_picos_ / kPicosPerNano / std::max(1, device_.compute.sm_count);
 }

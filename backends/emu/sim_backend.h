@@ -13,6 +13,7 @@
 #define UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
 
 #include <cstdint>
+#include <algorithm>
 #include <queue>
 #include <string>
 #include <vector>
@@ -79,26 +80,29 @@ class SimBackend final : public Backend {
     }
   };
   using ReadySm = std::pair<Picos, uint32_t>;  // (time, SM), ordered by both
-  using WokenQueue =
-      std::priority_queue<ReadySm, std::vector<ReadySm>, std::greater<ReadySm>>;
 
   // The SMs ready to issue, in time order. An SM that finishes an access at
   // t goes back at t + per_access; SMs are taken in time order and every
   // running SM spends the same per_access, so those re-entries arrive in
-  // order and a FIFO keeps them sorted at O(1). Only SMs woken by a replay
-  // land at arbitrary times; a small heap holds them.
+  // order and a ring keeps them sorted at O(1). SMs woken by a replay come
+  // in sorted batches (PushWoken), almost always later than every woken SM
+  // still waiting, so a second sorted FIFO holds them, merged on the rare
+  // overlap: both pop in O(1), where a heap cost a log per woken SM.
   class ReadySms {
    public:
-    bool empty() const { return running_size_ == 0 && woken_.empty(); }
+    bool empty() const { return running_size_ == 0 && woken_empty(); }
     const ReadySm& top() const {
-      if (woken_.empty()) return running_[running_head_];
-      if (running_size_ == 0) return woken_.top();
-      return std::min(running_[running_head_], woken_.top());
+      if (woken_empty()) return running_[running_head_];
+      if (running_size_ == 0) return woken_[woken_head_];
+      return std::min(running_[running_head_], woken_[woken_head_]);
     }
     void pop() {
-      if (!woken_.empty() &&
-          (running_size_ == 0 || woken_.top() < running_[running_head_])) {
-        woken_.pop();
+      if (!woken_empty() &&
+          (running_size_ == 0 || woken_[woken_head_] < running_[running_head_])) {
+        if (++woken_head_ == woken_.size()) {
+          woken_.clear();
+          woken_head_ = 0;
+        }
       } else {
         if (++running_head_ == running_.size()) running_head_ = 0;
         --running_size_;
@@ -111,27 +115,39 @@ class SimBackend final : public Backend {
       running_[tail] = ReadySm(time, sm);
       ++running_size_;
     }
-    void PushWoken(Picos time, uint32_t sm) { woken_.emplace(time, sm); }
+    // `batch` must be sorted.
+    void PushWoken(const std::vector<ReadySm>& batch) {
+      if (batch.empty()) return;
+      const size_t middle = woken_.size();
+      woken_.insert(woken_.end(), batch.begin(), batch.end());
+      if (middle > woken_head_ && batch.front() < woken_[middle - 1]) {
+        std::inplace_merge(woken_.begin() + woken_head_, woken_.begin() + middle,
+                           woken_.end());
+      }
+    }
     // The bulk path: true if the next SM in order is a running one (not one
     // woken by a replay) whose time is at most `limit`.
     bool RunningNextAtOrBefore(Picos limit) const {
       if (running_size_ == 0) return false;
       const ReadySm& front = running_[running_head_];
-      return front.first <= limit && (woken_.empty() || front < woken_.top());
+      return front.first <= limit && (woken_empty() || front < woken_[woken_head_]);
     }
     void Reset(size_t sms) {
       running_.assign(sms, ReadySm(0, 0));
       running_head_ = 0;
       running_size_ = 0;
-      woken_ = WokenQueue();
+      woken_.clear();
+      woken_head_ = 0;
     }
 
    private:
-    // A ring rather than a deque: one push and one pop per simulated access.
-    std::vector<ReadySm> running_;
+    bool woken_empty() const { return woken_head_ == woken_.size(); }
+
+    std::vector<ReadySm> running_;  // a ring of `sms` slots
     size_t running_head_ = 0;
     size_t running_size_ = 0;
-    WokenQueue woken_;
+    std::vector<ReadySm> woken_;  // sorted from woken_head_ on
+    size_t woken_head_ = 0;
   };
 
   absl::Status ExecuteKernel(uint32_t exec_id, Nanos compute_ns);
@@ -169,6 +185,7 @@ class SimBackend final : public Backend {
   uint32_t exec_id_ = 0;
   std::vector<Sm> sms_;
   std::vector<uint32_t> stalled_;
+  std::vector<ReadySm> woken_scratch_;
   ReadySms ready_;
   Picos stall_picos_ = 0;
   std::vector<TransferId> completed_scratch_;

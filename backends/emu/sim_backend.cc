@@ -254,7 +254,11 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
 void SimBackend::ApplyReplay(const ReplayEvent& replay) {
   if (replay.policy != ReplayPolicy::kBlock) fault_buffer_.Flush();
   const Picos now = clock_.now() * kPicosPerNano;
-  woken_scratch_.clear();
+  // Most woken SMs resume exactly now, and those must go in SM order; SM
+  // indices are dense, so a pass over the SMs orders them without a sort.
+  // Only SMs that faulted within the current nanosecond resume later.
+  woken_later_.clear();
+  bool any_now = false;
   size_t kept = 0;
   for (uint32_t sm_index : stalled_) {
     Sm& sm = sms_[sm_index];
@@ -266,10 +270,23 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
     stall_picos_ += resume - sm.stalled_since;
     sm.stalled = false;
     sm.retry = true;
-    woken_scratch_.emplace_back(resume, sm_index);
+    if (resume == now) {
+      sm.wakes_now = true;
+      any_now = true;
+    } else {
+      woken_later_.emplace_back(resume, sm_index);
+    }
   }
   stalled_.resize(kept);
-  std::sort(woken_scratch_.begin(), woken_scratch_.end());
+  woken_scratch_.clear();
+  for (uint32_t sm_index = 0; any_now && sm_index < sms_.size(); ++sm_index) {
+    if (sms_[sm_index].wakes_now) {
+      sms_[sm_index].wakes_now = false;
+      woken_scratch_.emplace_back(now, sm_index);
+    }
+  }
+  std::sort(woken_later_.begin(), woken_later_.end());
+  woken_scratch_.insert(woken_scratch_.end(), woken_later_.begin(), woken_later_.end());
   ready_.PushWoken(woken_scratch_);
   engine_->mutable_stats().stall_ns =
       stall_picos_ / kPicosPerNano / std::max(1, device_.compute.sm_count);

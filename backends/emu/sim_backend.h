@@ -66,6 +66,7 @@ class SimBackend final : public Backend {
   struct Sm {
     bool stalled = false;
     bool retry = false;  // woken by a replay: retry `page` first
+    bool wakes_now = false;  // scratch for ApplyReplay
     PageNumber page = 0;
     bool write = false;
     Picos stalled_since = 0;
@@ -185,7 +186,7 @@ class SimBackend final : public Backend {
   uint32_t exec_id_ = 0;
   std::vector<Sm> sms_;
   std::vector<uint32_t> stalled_;
-  std::vector<ReadySm> woken_scratch_;
+  std::vector<ReadySm> woken_scratch_, woken_later_;
   ReadySms ready_;
   Picos stall_picos_ = 0;
   std::vector<TransferId> completed_scratch_;

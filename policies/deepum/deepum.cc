@@ -247,9 +247,9 @@ void DeepUmPolicy::WalkKernel(WindowKernel& kernel, BlockNumber origin) {
   // Breadth first over the successors: the most recent successor of each
   // block comes first. A kernel's table holds at most rows x assoc blocks.
   walk_queue_.clear();
-  walk_seen_.clear();
+  ++walk_number_;
   walk_queue_.push_back(origin);
-  walk_seen_.insert(origin);
+  walk_seen_[origin] = walk_number_;
   const size_t limit = table == nullptr ? 1 : static_cast<size_t>(table->capacity()) + 1;
   for (size_t head = 0; head < walk_queue_.size(); ++head) {
     const BlockNumber block = walk_queue_[head];
@@ -260,7 +260,11 @@ void DeepUmPolicy::WalkKernel(WindowKernel& kernel, BlockNumber origin) {
     if (table == nullptr || (table->end.has_value() && block == *table->end)) break;
     for (BlockNumber successor : table->Successors(block)) {
       if (walk_queue_.size() >= limit) break;
-      if (walk_seen_.insert(successor).second) walk_queue_.push_back(successor);
+      uint64_t& seen = walk_seen_[successor];
+      if (seen != walk_number_) {
+        seen = walk_number_;
+        walk_queue_.push_back(successor);
+      }
     }
   }
 }

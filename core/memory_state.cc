@@ -17,24 +17,25 @@ std::optional<BlockNumber> MemoryView::LeastRecentlyMigrated(
 }
 
 const BlockState* MemoryState::Find(BlockNumber block) const {
-  auto it = index_.find(block);
-  return it == index_.end() ? nullptr : &blocks_[it->second];
+  const uint32_t index = index_.Find(block);
+  return index == BlockIndex::kAbsent ? nullptr : &blocks_[index];
 }
 
 BlockState* MemoryState::FindMutable(BlockNumber block) {
-  auto it = index_.find(block);
-  return it == index_.end() ? nullptr : &blocks_[it->second];
+  const uint32_t index = index_.Find(block);
+  return index == BlockIndex::kAbsent ? nullptr : &blocks_[index];
 }
 
 BlockState& MemoryState::Get(BlockNumber block) {
-  auto [it, inserted] = index_.try_emplace(block, static_cast<uint32_t>(blocks_.size()));
-  if (inserted) {
+  uint32_t& index = index_.Slot(block);
+  if (index == BlockIndex::kAbsent) {
+    index = static_cast<uint32_t>(blocks_.size());
     blocks_.emplace_back();
     blocks_.back().number = block;
     older_.push_back(kNone);
     younger_.push_back(kNone);
   }
-  return blocks_[it->second];
+  return blocks_[index];
 }
 
 void MemoryState::Unlink(uint32_t index) {
@@ -55,18 +56,18 @@ void MemoryState::ClaimFrame(BlockState& block, Nanos now) {
   block.has_frame = true;
   ++used_frames_;
   block.last_migrated_ns = now;
-  LinkYoungest(index_.at(block.number));
+  LinkYoungest(IndexOf(block));
 }
 
 void MemoryState::ReleaseFrame(BlockState& block) {
   block.has_frame = false;
   --used_frames_;
-  Unlink(index_.at(block.number));
+  Unlink(IndexOf(block));
 }
 
 void MemoryState::TouchMigrated(BlockState& block, Nanos now) {
   block.last_migrated_ns = now;
-  const uint32_t index = index_.at(block.number);
+  const uint32_t index = IndexOf(block);
   Unlink(index);
   LinkYoungest(index);
 }

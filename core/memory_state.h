@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
+#include "core/block_index.h"
 #include "core/memory_units.h"
 #include "core/page_mask.h"
 #include "core/transfer.h"
@@ -86,6 +86,10 @@ class MemoryState : public MemoryView {
   const std::vector<BlockState>& blocks() const { return blocks_; }
 
  private:
+  // `block` is one of blocks_ (the records are only handed out by reference).
+  uint32_t IndexOf(const BlockState& block) const {
+    return static_cast<uint32_t>(&block - blocks_.data());
+  }
   void Unlink(uint32_t index);
   void LinkYoungest(uint32_t index);
 
@@ -93,7 +97,7 @@ class MemoryState : public MemoryView {
   uint64_t capacity_frames_;
   uint64_t used_frames_ = 0;
   std::vector<BlockState> blocks_;
-  absl::flat_hash_map<BlockNumber, uint32_t> index_;
+  BlockIndex index_;
   // Doubly linked migration order over blocks with frames, by index.
   std::vector<uint32_t> older_, younger_;
   uint32_t oldest_ = kNone, youngest_ = kNone;

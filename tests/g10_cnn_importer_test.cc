@@ -544,34 +544,10 @@ TEST(G10CnnImporter, SeNet154MatchesG10KernelCount) {
 // ---------------------------------------------------------------------------
 // The CLI and the g10 workload.
 
-TEST(G10CnnImporter, RunsOnTheSim) {
-  std::ostringstream out, err;
-  const int rc = cli::Main({"compare", "--workload=g10", "--workload-arg",
-                            "model=ResNet152,batch=8,iterations=1,dir=" +
-                                SmallBatchDir("ResNet152", 1280, 8),
-                            "--policies=demand,ideal", "--format=json"},
-                           out, err);
-  ASSERT_EQ(rc, cli::kExitOk) << err.str();
-  EXPECT_THAT(out.str(), HasSubstr("\"policy\":\"demand\""));
-  EXPECT_THAT(out.str(), HasSubstr("\"kernels\":1299"));
-}
+TEST(G10CnnImporter, RunsOnTheSim) { g10_test::ExpectRunsOnTheSim("ResNet152", 1280, 1299); }
 
 TEST(G10CnnImporter, ImportWritesATraceReplayAccepts) {
-  const std::string trace = ::testing::TempDir() + "/g10_resnet152.umt";
-  std::ostringstream out, err;
-  ASSERT_EQ(cli::Main({"import-g10", "--model=ResNet152", "--batch=8",
-                       "--dir=" + SmallBatchDir("ResNet152", 1280, 8), "--iterations=1",
-                       "--output=" + trace},
-                      out, err),
-            cli::kExitOk)
-      << err.str();
-  EXPECT_THAT(out.str(), HasSubstr("3330 tensors, 1299 kernels"));
-  std::ostringstream replay_out, replay_err;
-  EXPECT_EQ(cli::Main({"replay", trace, "--policy=ideal", "--format=json"}, replay_out,
-                      replay_err),
-            cli::kExitOk)
-      << replay_err.str();
-  std::filesystem::remove(trace);
+  g10_test::ExpectImportThenReplay("ResNet152", 1280, "3330 tensors, 1299 kernels");
 }
 
 TEST(G10CnnImporter, BorderIsForTransformersOnly) {

@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cli/commands.h"
 #include "workloads/g10_graph.h"
 
 namespace umlab::g10_test {
@@ -118,6 +120,42 @@ inline void ExpectPackedLayout(const G10Model& model) {
   }
   EXPECT_EQ(next_global, model.global_bytes);
   EXPECT_EQ(next_intermediate, model.global_bytes + model.intermediate_bytes);
+}
+
+// `umlab compare` of the g10 workload at batch 8 (the shipped times, copied
+// under that batch) with demand and ideal: the importer runs end to end.
+inline void ExpectRunsOnTheSim(const std::string& model, int shipped_batch, int kernels) {
+  std::ostringstream out, err;
+  const int rc = cli::Main({"compare", "--workload=g10", "--workload-arg",
+                            "model=" + model + ",batch=8,iterations=1,dir=" +
+                                SmallBatchDir(model, shipped_batch, 8),
+                            "--policies=demand,ideal", "--format=json"},
+                           out, err);
+  ASSERT_EQ(rc, cli::kExitOk) << err.str();
+  EXPECT_THAT(out.str(), ::testing::HasSubstr("\"policy\":\"demand\""));
+  EXPECT_THAT(out.str(), ::testing::HasSubstr("\"policy\":\"ideal\""));
+  EXPECT_THAT(out.str(), ::testing::HasSubstr(absl::StrCat("\"kernels\":", kernels)));
+}
+
+// `umlab import-g10` at batch 8 writes a trace that `umlab replay` accepts;
+// the import's summary line contains `summary`.
+inline void ExpectImportThenReplay(const std::string& model, int shipped_batch,
+                                   const std::string& summary) {
+  const std::string trace = ::testing::TempDir() + "/g10_" + model + ".umt";
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::Main({"import-g10", "--model=" + model, "--batch=8",
+                       "--dir=" + SmallBatchDir(model, shipped_batch, 8), "--iterations=1",
+                       "--output=" + trace},
+                      out, err),
+            cli::kExitOk)
+      << err.str();
+  EXPECT_THAT(out.str(), ::testing::HasSubstr(summary));
+  std::ostringstream replay_out, replay_err;
+  EXPECT_EQ(cli::Main({"replay", trace, "--policy=ideal", "--format=json"}, replay_out,
+                      replay_err),
+            cli::kExitOk)
+      << replay_err.str();
+  std::filesystem::remove(trace);
 }
 
 }  // namespace umlab::g10_test

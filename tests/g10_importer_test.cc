@@ -104,35 +104,10 @@ TEST(G10Importer, PerKernelTimesAreTheMeasuredOnes) {
 
 TEST(G10Importer, LayoutIsStaticAndPacked) { g10_test::ExpectPackedLayout(Bert()); }
 
-TEST(G10Importer, RunsOnTheSim) {
-  std::ostringstream out, err;
-  const int rc = cli::Main({"compare", "--workload=g10", "--workload-arg",
-                            "model=BERT_Base,batch=8,iterations=1,dir=" +
-                                SmallBatchDir("BERT_Base", 256, 8),
-                            "--policies=demand,ideal", "--format=json"},
-                           out, err);
-  ASSERT_EQ(rc, cli::kExitOk) << err.str();
-  EXPECT_THAT(out.str(), HasSubstr("\"policy\":\"demand\""));
-  EXPECT_THAT(out.str(), HasSubstr("\"policy\":\"ideal\""));
-  EXPECT_THAT(out.str(), HasSubstr("\"kernels\":1369"));
-}
+TEST(G10Importer, RunsOnTheSim) { g10_test::ExpectRunsOnTheSim("BERT_Base", 256, 1369); }
 
 TEST(G10Importer, ImportWritesATraceReplayAccepts) {
-  const std::string trace = ::testing::TempDir() + "/g10_bert.umt";
-  std::ostringstream out, err;
-  ASSERT_EQ(cli::Main({"import-g10", "--model=BERT_Base", "--batch=8",
-                       "--dir=" + SmallBatchDir("BERT_Base", 256, 8), "--iterations=1",
-                       "--output=" + trace},
-                      out, err),
-            cli::kExitOk)
-      << err.str();
-  EXPECT_THAT(out.str(), HasSubstr("1463 tensors, 1369 kernels"));
-  std::ostringstream replay_out, replay_err;
-  EXPECT_EQ(cli::Main({"replay", trace, "--policy=ideal", "--format=json"}, replay_out,
-                      replay_err),
-            cli::kExitOk)
-      << replay_err.str();
-  std::filesystem::remove(trace);
+  g10_test::ExpectImportThenReplay("BERT_Base", 256, "1463 tensors, 1369 kernels");
 }
 
 TEST(G10Importer, UsageErrorsExitTwo) {

@@ -11,6 +11,7 @@ uint64_t DeviceMemory::MappedRun(PageNumber first, uint64_t max_pages) {
   const Frame* frame = Lookup(BlockOfPage(first));
   if (frame == nullptr) return 0;
   const int index = PageIndexInBlock(first);
+  if (!frame->mapped.test(index)) return 0;  // a fault: skip the wide shift
   const uint64_t limit =
       std::min<uint64_t>({max_pages, static_cast<uint64_t>(kPagesPerBlock - index), 64});
   // The 64 pages from `first` as one word; the run is its trailing ones.

@@ -35,6 +35,8 @@ UffdDevice::Opener& TestOpener() {
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
+constexpr int kReadMessages = 64;  // per read()
+
 int RealOpen(bool device_node) {
   if (!device_node) {
     // User-mode faults only: all the SM threads raise, and what
@@ -247,11 +249,12 @@ absl::Status UffdDevice::AllowWrite(uint64_t offset) {
 
 absl::Status UffdDevice::StartReader(std::function<void(const UffdFault&)> handler) {
   if (reader_.joinable()) return absl::FailedPreconditionError("uffd reader already runs");
+  handler_ = std::move(handler);
   // The reader inherits this mask: signals go to the threads that handle them.
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
-  reader_ = std::thread([this, h = std::move(handler)]() mutable { ReaderLoop(std::move(h)); });
+  reader_ = std::thread([this] { ReaderLoop(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   return absl::OkStatus();
 }
@@ -269,9 +272,36 @@ void UffdDevice::Release() {
   uffd_ = -1;
 }
 
-void UffdDevice::ReaderLoop(std::function<void(const UffdFault&)> handler) {
-  constexpr int kMessages = 64;
-  uffd_msg messages[kMessages];
+int UffdDevice::ReadFaults() {
+  uffd_msg messages[kReadMessages];
+  const ssize_t got = read(uffd_, messages, sizeof messages);
+  if (got < 0) return -errno;
+  const int count = static_cast<int>(got / static_cast<ssize_t>(sizeof(uffd_msg)));
+  for (int i = 0; i < count; ++i) {
+    const uffd_msg& msg = messages[i];
+    if (msg.event != UFFD_EVENT_PAGEFAULT) continue;
+    UffdFault fault;
+    fault.offset = msg.arg.pagefault.address - reinterpret_cast<uint64_t>(device_);
+    fault.write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
+    fault.write_protect = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+    fault.tid = msg.arg.pagefault.feat.ptid;
+    handler_(fault);
+  }
+  return count;
+}
+
+int UffdDevice::ReceivePending() {
+  if (!handler_ || uffd_ < 0) return 0;
+  int received = 0;
+  for (;;) {
+    const int got = ReadFaults();
+    if (got <= 0) return received;
+    received += got;
+    if (got < kReadMessages) return received;  // the queue was drained
+  }
+}
+
+void UffdDevice::ReaderLoop() {
   pollfd fds[2] = {{uffd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   for (;;) {
     if (poll(fds, 2, -1) < 0) {
@@ -280,22 +310,11 @@ void UffdDevice::ReaderLoop(std::function<void(const UffdFault&)> handler) {
       return;
     }
     if (fds[1].revents != 0) return;
-    const ssize_t got = read(uffd_, messages, sizeof messages);
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      std::fprintf(stderr, "umlab: uffd reader: read: %s\n", ErrnoText(errno).c_str());
+    // Another receiver (ReceivePending) may have taken the messages: EAGAIN.
+    const int got = ReadFaults();
+    if (got < 0 && got != -EAGAIN && got != -EINTR) {
+      std::fprintf(stderr, "umlab: uffd reader: read: %s\n", ErrnoText(-got).c_str());
       return;
-    }
-    const int count = static_cast<int>(got / static_cast<ssize_t>(sizeof(uffd_msg)));
-    for (int i = 0; i < count; ++i) {
-      const uffd_msg& msg = messages[i];
-      if (msg.event != UFFD_EVENT_PAGEFAULT) continue;
-      UffdFault fault;
-      fault.offset = msg.arg.pagefault.address - reinterpret_cast<uint64_t>(device_);
-      fault.write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
-      fault.write_protect = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
-      fault.tid = msg.arg.pagefault.feat.ptid;
-      handler(fault);
     }
   }
 }

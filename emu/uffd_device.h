@@ -104,9 +104,17 @@ class UffdDevice {
   absl::Status AllowWrite(uint64_t offset);
 
   // --- Faults ---
-  // Starts the reader thread, which calls `handler` for every fault, in
-  // order of arrival. Signals are blocked in it.
+  // Starts the reader thread, which calls `handler` for every fault it
+  // receives, in order of arrival. Signals are blocked in it.
   absl::Status StartReader(std::function<void(const UffdFault&)> handler);
+  // Receives the fault messages already queued, without waiting, and calls
+  // the reader's handler for each on the calling thread; returns how many.
+  // For a thread that polls for work anyway (the backend's service thread):
+  // it gets a fault as soon as it looks, without waiting for the reader to
+  // wake up. The reader and any number of such callers may receive at once;
+  // each message goes to exactly one of them, so the handler must be
+  // thread-safe. Only between StartReader and StopReader.
+  int ReceivePending();
   // Stops and joins the reader thread.
   void StopReader();
   // Closes the userfaultfd: every stalled accessor is released and the
@@ -117,7 +125,10 @@ class UffdDevice {
  private:
   explicit UffdDevice(const Options& options) : options_(options) {}
   absl::Status Init();
-  void ReaderLoop(std::function<void(const UffdFault&)> handler);
+  void ReaderLoop();
+  // One read() of up to 64 messages, each passed to handler_. Returns the
+  // number of messages, or -errno (-EAGAIN: none queued).
+  int ReadFaults();
 
   Options options_;
   int uffd_ = -1;
@@ -128,6 +139,7 @@ class UffdDevice {
   char* staging_ = nullptr;
   char* host_ = nullptr;
   uint64_t slots_ = 0;
+  std::function<void(const UffdFault&)> handler_;  // set before the reader starts
   std::thread reader_;
 };
 

@@ -17,7 +17,10 @@
 //   - a service thread is the engine's fault-service loop: it delivers
 //     transfer completions, asks the engine to service fault batches, and
 //     carries out replays, which wake exactly the threads stalled on the
-//     replayed pages;
+//     replayed pages. While a kernel runs it polls for up to 50 us before
+//     it sleeps, and receives fault messages itself meanwhile (as the
+//     reader would), so that a fault arriving then is serviced without a
+//     thread wake-up: on a VM those cost several times the service itself;
 //   - two transfer workers (UffdTransfers) move data through the throttle.
 // The engine is called only under one lock (mu_).
 //
@@ -141,6 +144,13 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   void Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
   void OnFault(const UffdFault& fault);
   void ServiceLoop();
+  // The service thread has something to do.
+  bool ServiceReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  // Returns once ServiceReady(); polls before it sleeps (see the .cc).
+  void AwaitServiceWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  // Polls, without inbox_mu_, for up to `budget` ns until inbox_events_
+  // moves on from `seen`, receiving fault messages meanwhile.
+  void PollForWork(uint64_t seen, Nanos budget);
   void ApplyReplay(ReplayPolicy policy, BlockNumber block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DrainRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const absl::Status& status);
@@ -195,6 +205,12 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   bool engine_busy_ ABSL_GUARDED_BY(inbox_mu_) = false;
   Nanos next_replay_due_ ABSL_GUARDED_BY(inbox_mu_) = 0;
   bool stop_service_ ABSL_GUARDED_BY(inbox_mu_) = false;
+  // Bumped (under inbox_mu_) by everything that may give the service thread
+  // work, so that it can poll for work without taking the lock.
+  std::atomic<uint64_t> inbox_events_{0};
+  // SM threads are running a kernel: faults may come at any moment, so the
+  // service thread polls for a while before it sleeps.
+  std::atomic<bool> kernel_active_{false};
 
   // Kernel dispatch.
   absl::Mutex kernel_mu_;

@@ -20,5 +20,7 @@ for binary in "$out"/umlab "$out"/cuda_backend_test; do
   ldd "$binary" | awk '/=> \// {print $3}' |
     grep -E 'libabsl|libzstd|liburing|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"
 done
-grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
+# git-path: in a worktree .git is a file, and the exclude list is shared.
+exclude=$(git rev-parse --git-path info/exclude)
+grep -qx '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
 du -sh "$out"

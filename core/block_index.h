@@ -30,7 +30,7 @@ class BlockIndex {
   // The slot for `block`, kAbsent until the caller stores an index.
   uint32_t& Slot(BlockNumber block) {
     const uint64_t key = block >> kChunkBits;
-    Chunk* chunk = const_cast<Chunk*>(FindChunk(key));
+    Chunk* chunk = FindChunk(key);
     if (chunk == nullptr) {
       auto created = std::make_unique<Chunk>();
       created->fill(kAbsent);
@@ -47,7 +47,7 @@ class BlockIndex {
   static constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
   using Chunk = std::array<uint32_t, size_t{1} << kChunkBits>;
 
-  const Chunk* FindChunk(uint64_t key) const {
+  Chunk* FindChunk(uint64_t key) const {
     if (key == cached_key_) return cached_chunk_;
     auto it = chunks_.find(key);
     if (it == chunks_.end()) return nullptr;
@@ -59,7 +59,7 @@ class BlockIndex {
   // Chunks are heap-allocated so that the cached pointer survives rehashing.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Chunk>> chunks_;
   mutable uint64_t cached_key_ = UINT64_MAX;
-  mutable const Chunk* cached_chunk_ = nullptr;
+  mutable Chunk* cached_chunk_ = nullptr;
 };
 
 }  // namespace umlab

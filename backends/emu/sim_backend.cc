@@ -184,7 +184,6 @@ void SimBackend::AdvanceCursor(uint64_t pages) {
 
 void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now) {
   Sm& sm = sms_[sm_index];
-  sm.stalled = true;
   sm.page = page;
   sm.write = write;
   sm.stalled_since = now;
@@ -268,7 +267,6 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
     }
     const Picos resume = std::max(now, sm.stalled_since);
     stall_picos_ += resume - sm.stalled_since;
-    sm.stalled = false;
     sm.retry = true;
     if (resume == now) {
       sm.wakes_now = true;

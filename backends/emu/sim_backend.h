@@ -64,7 +64,6 @@ class SimBackend final : public Backend {
     bool write;
   };
   struct Sm {
-    bool stalled = false;
     bool retry = false;  // woken by a replay: retry `page` first
     bool wakes_now = false;  // scratch for ApplyReplay
     PageNumber page = 0;

@@ -15,11 +15,11 @@
 #include <benchmark/benchmark.h>
 
 #include "backends/emu/sim_backend.h"
-#include "cli/experiment.h"
+#include "cli/runner/experiment.h"
 #include "core/engine.h"
 #include "core/memory_state.h"
 #include "core/policy.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 #include "policies/deepum/deepum.h"
 
 namespace umlab {

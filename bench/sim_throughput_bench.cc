@@ -4,8 +4,8 @@
 // alone). Run: build/bench/sim_throughput_bench
 #include <benchmark/benchmark.h>
 
-#include "cli/experiment.h"
-#include "emu/device_config.h"
+#include "cli/runner/experiment.h"
+#include "emu/device_presets.h"
 
 namespace umlab::cli {
 namespace {

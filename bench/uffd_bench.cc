@@ -30,8 +30,8 @@
 #include "backends/emu/uffd_transfers.h"
 #include "benchmark/benchmark.h"
 #include "core/engine.h"
-#include "emu/pcie_throttle.h"
-#include "emu/uffd_device.h"
+#include "backends/emu/pcie_throttle.h"
+#include "backends/emu/uffd_device.h"
 #include "policies/demand/demand.h"
 #include "tests/program_builder.h"
 

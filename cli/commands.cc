@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/arguments.h"
-#include "cli/experiment.h"
+#include "cli/runner/experiment.h"
 #include "cli/import_g10.h"
 #include "cli/report.h"
 #include "cli/regress.h"
@@ -16,8 +16,8 @@
 #include "core/policy.h"
 #include "core/program_summary.h"
 #include "core/trace_reader.h"
-#include "emu/backend_registry.h"
-#include "emu/device_config.h"
+#include "core/backend_registry.h"
+#include "emu/device_presets.h"
 #include "workloads/workload.h"
 
 namespace umlab::cli {
@@ -137,8 +137,11 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   }
   if (args.Has("verify")) folded.push_back("verify=true");
   if (!folded.empty()) {
-    setup.request.backend += (setup.request.backend.find(':') == std::string::npos ? ":" : ",") +
-                             absl::StrJoin(folded, ",");
+    // StrAppend, not `+=` of a `const char* + std::string` temporary: GCC 12
+    // at -O3 reports a false -Wrestrict inside std::string for the latter.
+    absl::StrAppend(&setup.request.backend,
+                    setup.request.backend.find(':') == std::string::npos ? ":" : ",",
+                    absl::StrJoin(folded, ","));
   }
   absl::StatusOr<int> jobs = ParseJobs(args.GetOr("jobs", "0"));
   if (!jobs.ok()) return Usage(jobs.status());

@@ -6,12 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace umlab::cli {
+#include "cli/exit_codes.h"
 
-// Exit codes: 0 success, 1 a check or run failed, 2 a usage error.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
+namespace umlab::cli {
 
 // Runs `umlab ARGS...` (args exclude the program name).
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

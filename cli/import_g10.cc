@@ -6,10 +6,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/commands.h"
+#include "cli/exit_codes.h"
 #include "core/trace_writer.h"
-#include "workloads/g10_graph.h"
-#include "workloads/g10_workload.h"
+#include "workloads/g10/g10_graph.h"
+#include "workloads/g10/g10_workload.h"
 
 namespace umlab::cli {
 

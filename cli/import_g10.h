@@ -1,5 +1,5 @@
 // `umlab import-g10`: writes a G10 model's training program (the `g10`
-// workload, workloads/g10_workload.h) to a .umt trace, so it can be replayed,
+// workload, workloads/g10/g10_workload.h) to a .umt trace, so it can be replayed,
 // inspected or shared without G10's input files.
 #ifndef UMLAB_CLI_IMPORT_G10_H_
 #define UMLAB_CLI_IMPORT_G10_H_

@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cli/commands.h"
-#include "cli/experiment.h"
+#include "cli/exit_codes.h"
+#include "cli/runner/experiment.h"
 #include "cli/report.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 #include "nlohmann/json.hpp"
 
 namespace umlab::cli {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cli/experiment.h"
+#include "cli/runner/experiment.h"
 
 namespace umlab::cli {
 

@@ -7,6 +7,7 @@
 #define UMLAB_CORE_MEMORY_UNITS_H_
 
 #include <cstdint>
+#include <limits>
 
 namespace umlab {
 
@@ -23,6 +24,8 @@ using BlockNumber = uint64_t;
 // Time is integer nanoseconds everywhere in the model. Virtual-time backends
 // start at zero; real backends measure from the start of the run.
 using Nanos = int64_t;
+// A time that never comes: "no event pending".
+inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
 
 constexpr BlockNumber BlockOfPage(PageNumber page) { return page / kPagesPerBlock; }
 constexpr int PageIndexInBlock(PageNumber page) {

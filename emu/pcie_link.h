@@ -20,18 +20,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "core/device_config.h"
 #include "core/memory_units.h"
 #include "core/transfer.h"
 
 namespace umlab {
-
-inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
-
-struct LinkConfig {
-  double h2d_bytes_per_second = 15.754e9;  // PCIe 3 x16, per direction
-  double d2h_bytes_per_second = 15.754e9;
-  Nanos latency_ns = 5000;                 // per transfer
-};
 
 enum class LinkDirection : uint8_t { kHostToDevice = 0, kDeviceToHost = 1 };
 

@@ -1,6 +1,6 @@
 // Worked examples of PyTorch's caching-allocator rules
 // (c10/cuda/CUDACachingAllocator.cpp), checked against the model's events.
-#include "workloads/caching_allocator.h"
+#include "workloads/allocator/caching_allocator.h"
 
 #include <string>
 #include <vector>

@@ -3,9 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/experiment.h"
-#include "emu/backend_registry.h"
-#include "emu/device_config.h"
+#include "cli/runner/experiment.h"
+#include "core/backend_registry.h"
+#include "emu/device_presets.h"
 
 namespace umlab::cli {
 namespace {

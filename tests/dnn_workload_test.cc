@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "workloads/dnn_workload.h"
+#include "workloads/dnn/dnn_workload.h"
 #include "workloads/workload.h"
 
 namespace umlab {

@@ -20,8 +20,8 @@
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
 #include "tests/g10_fixture.h"
-#include "workloads/g10_cnn_graph.h"
-#include "workloads/g10_graph.h"
+#include "workloads/g10/g10_cnn_graph.h"
+#include "workloads/g10/g10_graph.h"
 
 namespace umlab {
 namespace {

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
-#include "workloads/g10_graph.h"
+#include "workloads/g10/g10_graph.h"
 
 namespace umlab::g10_test {
 

@@ -15,8 +15,8 @@
 #include "absl/status/statusor.h"
 #include "cli/commands.h"
 #include "tests/g10_fixture.h"
-#include "workloads/g10_graph.h"
-#include "workloads/g10_transformer_graph.h"
+#include "workloads/g10/g10_graph.h"
+#include "workloads/g10/g10_transformer_graph.h"
 
 namespace umlab {
 namespace {

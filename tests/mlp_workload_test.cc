@@ -1,6 +1,6 @@
 // The `mlp` workload: a deterministic, well-formed program whose accesses
 // stay inside live allocations.
-#include "workloads/mlp.h"
+#include "workloads/dnn/mlp.h"
 
 #include <algorithm>
 #include <cmath>

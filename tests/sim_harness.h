@@ -9,7 +9,7 @@
 #include "backends/emu/sim_backend.h"
 #include "core/engine.h"
 #include "core/policy.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 #include "tests/program_builder.h"
 
 namespace umlab::testing {

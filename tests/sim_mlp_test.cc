@@ -3,9 +3,9 @@
 // and every invariant holds after every engine step for every policy.
 #include <gtest/gtest.h>
 
-#include "cli/experiment.h"
+#include "cli/runner/experiment.h"
 #include "core/policy.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 
 namespace umlab::cli {
 namespace {

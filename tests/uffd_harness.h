@@ -13,7 +13,7 @@
 #include "core/engine.h"
 #include "core/event_source.h"
 #include "core/policy.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 
 namespace umlab::testing {
 

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "emu/uffd_device.h"
+#include "backends/emu/uffd_device.h"
 #include "gtest/gtest.h"
 #include "policies/demand/demand.h"
 #include "tests/program_builder.h"

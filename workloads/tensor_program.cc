@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/byte_size.h"
-#include "workloads/caching_allocator.h"
+#include "workloads/allocator/caching_allocator.h"
 
 namespace umlab {
 

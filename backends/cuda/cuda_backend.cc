@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "backends/cuda/touch_kernel.h"
-#include "emu/backend_registry.h"
+#include "core/backend_registry.h"
 
 namespace umlab::cuda {
 namespace {

@@ -24,7 +24,7 @@
 #include "backends/cuda/managed_segments.h"
 #include "core/backend.h"
 #include "core/engine.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 #include "emu/fault_buffer.h"
 
 namespace umlab::cuda {

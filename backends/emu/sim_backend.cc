@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
-#include "emu/backend_registry.h"
+#include "core/backend_registry.h"
 
 namespace umlab {
 namespace {

@@ -24,7 +24,7 @@
 #include "core/engine.h"
 #include "core/event_sink.h"
 #include "core/event_source.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 #include "emu/device_memory.h"
 #include "emu/fault_buffer.h"
 #include "emu/pcie_link.h"

@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "emu/backend_registry.h"
-#include "emu/uffd_spin.h"
+#include "core/backend_registry.h"
+#include "backends/emu/uffd_spin.h"
 
 namespace umlab {
 namespace {
@@ -28,7 +28,7 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
 // (12-20 us median, about 30 us p90 on the 2-core CI VM), so that a thread
 // faulting page after page is serviced without a sleep in between; bounded
 // so that a kernel that stops faulting costs at most this much CPU per idle
-// period (and less when another thread wants the core: emu/uffd_spin.h).
+// period (and less when another thread wants the core: backends/emu/uffd_spin.h).
 constexpr Nanos kServiceSpinNanos = 50000;
 // How often that polling reads the userfaultfd itself (a read() that finds
 // nothing costs about 0.5 us).
@@ -624,7 +624,7 @@ bool UffdBackend::ServiceReady() const {
 void UffdBackend::AwaitServiceWork() {
   // Before sleeping, poll for work when it is expected within tens of
   // microseconds: a futex wake-up of this thread costs more than the service
-  // itself on a VM whose idle vCPUs halt (emu/uffd_spin.h). That is, once per
+  // itself on a VM whose idle vCPUs halt (backends/emu/uffd_spin.h). That is, once per
   // idle period while a kernel runs (its SMs fault, and a faulting SM waits
   // for this thread), and up to a timed replay that falls due that soon.
   bool polled = false;

@@ -45,10 +45,10 @@
 #include "backends/emu/uffd_verifier.h"
 #include "core/backend.h"
 #include "core/engine.h"
-#include "emu/device_config.h"
+#include "emu/device_presets.h"
 #include "emu/fault_buffer.h"
-#include "emu/pcie_throttle.h"
-#include "emu/uffd_device.h"
+#include "backends/emu/pcie_throttle.h"
+#include "backends/emu/uffd_device.h"
 
 namespace umlab {
 

@@ -23,7 +23,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "core/transfer.h"
-#include "emu/pcie_throttle.h"
+#include "backends/emu/pcie_throttle.h"
 
 namespace umlab {
 

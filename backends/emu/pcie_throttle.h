@@ -1,0 +1,62 @@
+// The PCIe link in real time: per-direction bandwidth and per-transfer
+// latency, enforced on a wall clock and stretched by a dilation factor.
+//
+// The emulator cannot copy faster than host memcpy, so modelled durations
+// are multiplied by `dilation`: with dilation 4 a 2 MiB transfer over PCIe 3
+// (5 us + 133 us) takes 552 us of wall time. Ratios between transfers, and
+// between transfers and dilated kernel compute, stay those of the model.
+//
+// Each direction carries one transfer at a time. Reserve() books the lane
+// back to back from where the previous booking ended, not from when its
+// owner woke up, so oversleeping one transfer does not slow the link down:
+// over a stream of transfers the achieved bandwidth is the configured one.
+// Durations come from PcieLink::Duration, the same formula the sim uses.
+// Thread-safe.
+#ifndef UMLAB_BACKENDS_EMU_PCIE_THROTTLE_H_
+#define UMLAB_BACKENDS_EMU_PCIE_THROTTLE_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "emu/pcie_link.h"
+
+namespace umlab {
+
+// CLOCK_MONOTONIC in nanoseconds: the real backends' wall clock.
+Nanos MonotonicNanos();
+
+// Sleeps until MonotonicNanos() >= deadline. Sleeps coarsely, then spins for
+// the last stretch, so that short transfers end on time (timer slack and
+// scheduler wake-up latency are tens of microseconds).
+void SleepUntilNanos(Nanos deadline);
+
+class PcieThrottle {
+ public:
+  // `enabled` false: every transfer completes as soon as its copy is done.
+  PcieThrottle(const LinkConfig& link, double dilation, bool enabled);
+
+  // Books `bytes` on the `direction` lane for a transfer ready at wall time
+  // `now`: it starts then, or when the lane's previous booking ends if that
+  // is later. Returns the wall time at which it completes. A transfer of no
+  // bytes does not occupy the link (as in PcieLink) and completes at `now`.
+  Nanos Reserve(LinkDirection direction, uint64_t bytes, Nanos now);
+
+  // A modelled duration in wall time: `modelled` x dilation, 0 when off.
+  Nanos Dilate(Nanos modelled) const;
+
+  bool enabled() const { return enabled_; }
+  double dilation() const { return dilation_; }
+
+ private:
+  PcieLink link_;  // for Duration() only: one formula for sim and uffd
+  double dilation_;
+  bool enabled_;
+  absl::Mutex mu_;
+  std::array<Nanos, 2> busy_until_ ABSL_GUARDED_BY(mu_) = {0, 0};
+};
+
+}  // namespace umlab
+
+#endif  // UMLAB_BACKENDS_EMU_PCIE_THROTTLE_H_

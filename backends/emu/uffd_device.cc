@@ -1,0 +1,322 @@
+#include "backends/emu/uffd_device.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+
+// Linux 6.5 added write-protected UFFDIO_CONTINUE; older headers lack it.
+#ifndef UFFDIO_CONTINUE_MODE_WP
+#define UFFDIO_CONTINUE_MODE_WP ((__u64)1 << 1)
+#endif
+
+namespace umlab {
+namespace {
+
+absl::Mutex opener_mu(absl::kConstInit);
+UffdDevice::Opener& TestOpener() {
+  static UffdDevice::Opener* opener = new UffdDevice::Opener;
+  return *opener;
+}
+
+std::string ErrnoText(int error) { return std::strerror(error); }
+
+constexpr int kReadMessages = 64;  // per read()
+
+int RealOpen(bool device_node) {
+  if (!device_node) {
+    // User-mode faults only: all the SM threads raise, and what
+    // vm.unprivileged_userfaultfd=0 still allows a non-root user.
+    const int fd = static_cast<int>(
+        syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+    return fd >= 0 ? fd : -errno;
+  }
+  const int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+  if (dev < 0) return -errno;
+  const int fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+  const int error = errno;
+  close(dev);
+  return fd >= 0 ? fd : -error;
+}
+
+// The syscall first, then /dev/userfaultfd; a one-line error naming both
+// failures and the way out.
+absl::StatusOr<int> OpenUserfaultfd(const UffdDevice::Opener& opener) {
+  const int by_syscall = opener(false);
+  if (by_syscall >= 0) return by_syscall;
+  const int by_node = opener(true);
+  if (by_node >= 0) return by_node;
+  std::string sysctl = "?";
+  if (FILE* f = std::fopen("/proc/sys/vm/unprivileged_userfaultfd", "r")) {
+    char buffer[8] = {};
+    if (std::fgets(buffer, sizeof buffer, f) != nullptr && buffer[0] != '\0') {
+      sysctl = std::string(1, buffer[0]);
+    }
+    std::fclose(f);
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "userfaultfd is unavailable to this process (userfaultfd(2): %s; /dev/userfaultfd: %s; "
+      "vm.unprivileged_userfaultfd=%s, uid %d): run as root, allow the syscall (seccomp), "
+      "or grant access to /dev/userfaultfd; or use --backend=sim, which needs none of this",
+      ErrnoText(-by_syscall), ErrnoText(-by_node), sysctl, getuid()));
+}
+
+absl::Status ErrnoStatus(absl::string_view what) {
+  return absl::InternalError(absl::StrFormat("uffd device: %s: %s", what, ErrnoText(errno)));
+}
+
+}  // namespace
+
+void UffdDevice::SetOpenerForTesting(Opener opener) {
+  absl::MutexLock lock(&opener_mu);
+  TestOpener() = std::move(opener);
+}
+
+absl::StatusOr<std::unique_ptr<UffdDevice>> UffdDevice::Create(const Options& options) {
+  std::unique_ptr<UffdDevice> device(new UffdDevice(options));
+  if (absl::Status s = device->Init(); !s.ok()) return s;
+  return device;
+}
+
+absl::Status UffdDevice::Init() {
+  {
+    absl::MutexLock lock(&opener_mu);
+    absl::StatusOr<int> fd =
+        OpenUserfaultfd(TestOpener() ? TestOpener() : UffdDevice::Opener(RealOpen));
+    if (!fd.ok()) return fd.status();
+    uffd_ = *fd;
+  }
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_WP_HUGETLBFS_SHMEM |
+                 UFFD_FEATURE_THREAD_ID;
+  if (ioctl(uffd_, UFFDIO_API, &api) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "userfaultfd here lacks minor faults or write protection on shared memory "
+        "(needs Linux >= 6.5): %s; use --backend=sim",
+        ErrnoText(errno)));
+  }
+  const uint64_t bytes = range_bytes();
+  device_fd_ = memfd_create(options_.name.c_str(), MFD_CLOEXEC);
+  host_fd_ = memfd_create((options_.name + "-host").c_str(), MFD_CLOEXEC);
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (device_fd_ < 0 || host_fd_ < 0 || stop_fd_ < 0) return ErrnoStatus("memfd/eventfd");
+  if (ftruncate(device_fd_, static_cast<off_t>(bytes)) != 0 ||
+      ftruncate(host_fd_, static_cast<off_t>(bytes)) != 0) {
+    return ErrnoStatus("sizing the device range");
+  }
+  auto map = [&](int fd) -> char* {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  };
+  device_ = map(device_fd_);
+  staging_ = map(device_fd_);
+  host_ = map(host_fd_);
+  if (device_ == nullptr || staging_ == nullptr || host_ == nullptr) {
+    return ErrnoStatus("mapping the device range");
+  }
+  uffdio_register reg{};
+  reg.range.start = reinterpret_cast<uint64_t>(device_);
+  reg.range.len = bytes;
+  reg.mode = UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
+  if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
+    return ErrnoStatus("registering the device range");
+  }
+  return absl::OkStatus();
+}
+
+UffdDevice::~UffdDevice() {
+  StopReader();
+  Release();
+  const uint64_t bytes = range_bytes();
+  for (char* p : {device_, staging_, host_}) {
+    if (p != nullptr) munmap(p, bytes);
+  }
+  for (int fd : {device_fd_, host_fd_, stop_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+absl::Status UffdDevice::AddSlots(uint64_t count) {
+  if (slots_ + count > options_.max_blocks) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "uffd device: the program touches more than %d distinct 2 MiB blocks (%d GiB); "
+        "raise the backend's max_gib",
+        options_.max_blocks, options_.max_blocks * kBlockSize >> 30));
+  }
+  const uint64_t offset = slots_ * kBlockSize;
+  const uint64_t length = count * kBlockSize;
+  // Allocates the device pages (in the page cache, through the alias, which
+  // raises no userfaults) and the host pages.
+  if (madvise(staging_ + offset, length, MADV_POPULATE_WRITE) != 0 ||
+      madvise(host_ + offset, length, MADV_POPULATE_WRITE) != 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "uffd device: cannot allocate %d MiB of device and host memory: %s", 2 * length >> 20,
+        ErrnoText(errno)));
+  }
+  slots_ += count;
+  return absl::OkStatus();
+}
+
+void UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
+  const uint64_t base = slot * kBlockSize;
+  ForEachPageRun(copy, [&](int first, int count) {
+    std::memcpy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
+                count * kPageSize);
+  });
+  ForEachPageRun(zero, [&](int first, int count) {
+    std::memset(staging_ + base + first * kPageSize, 0, count * kPageSize);
+  });
+}
+
+void UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
+  const uint64_t base = slot * kBlockSize;
+  ForEachPageRun(pages, [&](int first, int count) {
+    std::memcpy(host_ + base + first * kPageSize, staging_ + base + first * kPageSize,
+                count * kPageSize);
+  });
+}
+
+absl::Status UffdDevice::Map(uint64_t slot, const PageMask& pages, bool write_protect) {
+  if (uffd_ < 0) return absl::OkStatus();  // released: nothing faults any more
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    uint64_t start = reinterpret_cast<uint64_t>(DevicePage(slot, first));
+    uint64_t left = count * kPageSize;
+    while (left > 0 && status.ok()) {
+      uffdio_continue request{};
+      request.range.start = start;
+      request.range.len = left;
+      request.mode = UFFDIO_CONTINUE_MODE_DONTWAKE |
+                     (write_protect ? UFFDIO_CONTINUE_MODE_WP : 0);
+      if (ioctl(uffd_, UFFDIO_CONTINUE, &request) == 0) break;
+      if (errno == EAGAIN && request.mapped > 0) {  // partly done; go on
+        start += request.mapped;
+        left -= request.mapped;
+        continue;
+      }
+      if (errno == EAGAIN) continue;
+      status = ErrnoStatus(absl::StrFormat("UFFDIO_CONTINUE of slot %d pages %d+%d", slot,
+                                           first, count));
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::Unmap(uint64_t slot, const PageMask& pages) {
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (madvise(DevicePage(slot, first), count * kPageSize, MADV_DONTNEED) != 0 &&
+        status.ok()) {
+      status = ErrnoStatus("MADV_DONTNEED");
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::Wake(uint64_t offset, uint64_t length) {
+  if (uffd_ < 0) return absl::OkStatus();
+  uffdio_range range{reinterpret_cast<uint64_t>(device_) + offset, length};
+  if (ioctl(uffd_, UFFDIO_WAKE, &range) != 0) return ErrnoStatus("UFFDIO_WAKE");
+  return absl::OkStatus();
+}
+
+absl::Status UffdDevice::AllowWrite(uint64_t offset) {
+  if (uffd_ < 0) return absl::OkStatus();
+  uffdio_writeprotect request{};
+  request.range.start = reinterpret_cast<uint64_t>(device_) + (offset & ~(kPageSize - 1));
+  request.range.len = kPageSize;
+  request.mode = 0;  // lift protection and wake
+  if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
+    return ErrnoStatus("UFFDIO_WRITEPROTECT");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdDevice::StartReader(std::function<void(const UffdFault&)> handler) {
+  if (reader_.joinable()) return absl::FailedPreconditionError("uffd reader already runs");
+  handler_ = std::move(handler);
+  // The reader inherits this mask: signals go to the threads that handle them.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  reader_ = std::thread([this] { ReaderLoop(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return absl::OkStatus();
+}
+
+void UffdDevice::StopReader() {
+  if (!reader_.joinable()) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t written = write(stop_fd_, &one, sizeof one);
+  reader_.join();
+}
+
+void UffdDevice::Release() {
+  if (uffd_ < 0) return;
+  close(uffd_);  // wakes every waiter and unregisters the range
+  uffd_ = -1;
+}
+
+int UffdDevice::ReadFaults() {
+  uffd_msg messages[kReadMessages];
+  const ssize_t got = read(uffd_, messages, sizeof messages);
+  if (got < 0) return -errno;
+  const int count = static_cast<int>(got / static_cast<ssize_t>(sizeof(uffd_msg)));
+  for (int i = 0; i < count; ++i) {
+    const uffd_msg& msg = messages[i];
+    if (msg.event != UFFD_EVENT_PAGEFAULT) continue;
+    UffdFault fault;
+    fault.offset = msg.arg.pagefault.address - reinterpret_cast<uint64_t>(device_);
+    fault.write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
+    fault.write_protect = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+    fault.tid = msg.arg.pagefault.feat.ptid;
+    handler_(fault);
+  }
+  return count;
+}
+
+int UffdDevice::ReceivePending() {
+  if (!handler_ || uffd_ < 0) return 0;
+  int received = 0;
+  for (;;) {
+    const int got = ReadFaults();
+    if (got <= 0) return received;
+    received += got;
+    if (got < kReadMessages) return received;  // the queue was drained
+  }
+}
+
+void UffdDevice::ReaderLoop() {
+  pollfd fds[2] = {{uffd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  for (;;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "umlab: uffd reader: poll: %s\n", ErrnoText(errno).c_str());
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    // Another receiver (ReceivePending) may have taken the messages: EAGAIN.
+    const int got = ReadFaults();
+    if (got < 0 && got != -EAGAIN && got != -EINTR) {
+      std::fprintf(stderr, "umlab: uffd reader: read: %s\n", ErrnoText(-got).c_str());
+      return;
+    }
+  }
+}
+
+}  // namespace umlab

@@ -1,0 +1,240 @@
+// The layer builders every DNN generator shares: an autograd-style tape over
+// a TensorProgram.
+//
+// A model's forward pass is written as calls like Linear(), LayerNorm() and
+// Conv2d(). Each call launches the forward kernel(s) PyTorch would launch,
+// allocates the outputs, saves what the op's backward needs (a saved tensor
+// stays allocated until that backward kernel has run, as autograd's
+// SavedVariable keeps it), and records the backward on a tape. Backward()
+// then replays the tape in reverse, as autograd runs nodes in decreasing
+// sequence number, accumulating gradients of tensors with several consumers
+// out of place (autograd's InputBuffer) and parameter gradients in place
+// (AccumulateGrad). Step() launches one optimizer kernel per parameter and
+// frees every .grad (zero_grad(set_to_none=True), PyTorch's default).
+//
+// Ownership follows Python references: a forward op *consumes* the handle of
+// each activation it is given (the model's variable is rebound to the
+// output, so PyTorch would drop it). Retain() adds a handle, for a tensor a
+// model uses twice (a residual). A tensor is freed when neither a handle nor
+// a saved reference is left, and Finish() checks that every activation and
+// gradient of the iteration was freed.
+//
+// Parameters are allocated in the setup phase the first time a layer is
+// built (model construction), optimizer states after all parameters.
+#ifndef UMLAB_WORKLOADS_DNN_TRAINING_GRAPH_H_
+#define UMLAB_WORKLOADS_DNN_TRAINING_GRAPH_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/compute_spec.h"
+#include "core/param_map.h"
+#include "workloads/tensor_program.h"
+
+namespace umlab {
+
+enum class Precision { kFp32, kFp16, kBf16 };
+enum class Optimizer { kSgd, kAdam };
+
+const char* PrecisionName(Precision precision);
+const char* OptimizerName(Optimizer optimizer);
+
+// The parameters every DNN generator shares.
+struct TrainingOptions {
+  int batch = 1;
+  int iterations = 3;
+  Precision precision = Precision::kFp32;
+  Optimizer optimizer = Optimizer::kAdam;
+  uint64_t seed = 1;
+};
+
+// ParamInfo for batch, iterations, precision, optimizer and seed.
+std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
+                                      Optimizer default_optimizer);
+absl::StatusOr<TrainingOptions> TrainingOptionsFromParams(const ParamMap& params,
+                                                          const std::string& workload);
+
+// A layer's parameters, allocated once.
+struct LinearLayer {
+  std::string name;
+  uint64_t in = 0, out = 0;
+  int weight = -1, bias = -1;
+};
+struct NormLayer {  // LayerNorm or BatchNorm2d
+  std::string name;
+  uint64_t channels = 0;
+  int weight = -1, bias = -1;
+  int running_mean = -1, running_var = -1;  // BatchNorm buffers
+};
+struct ConvLayer {
+  std::string name;
+  uint64_t in = 0, out = 0, kernel = 1, stride = 1, padding = 0, groups = 1;
+  int weight = -1, bias = -1;
+};
+struct EmbeddingLayer {
+  std::string name;
+  uint64_t rows = 0, dim = 0;
+  int weight = -1;
+};
+
+// An activation shape for image layers: N x C x H x W.
+struct ImageShape {
+  uint64_t n = 0, c = 0, h = 0, w = 0;
+  uint64_t elements() const { return n * c * h * w; }
+};
+
+class TrainingGraph {
+ public:
+  TrainingGraph(TensorProgram& program, const ComputeSpec& spec, const TrainingOptions& options);
+
+  uint64_t element_bytes() const { return element_; }
+  bool half() const { return element_ == 2; }
+  const TrainingOptions& options() const { return options_; }
+  uint64_t trainable_parameters() const { return trainable_elements_; }
+
+  // --- Parameters (setup phase) ---
+  LinearLayer MakeLinear(const std::string& name, uint64_t in, uint64_t out, bool bias);
+  NormLayer MakeLayerNorm(const std::string& name, uint64_t channels);
+  NormLayer MakeBatchNorm(const std::string& name, uint64_t channels);
+  ConvLayer MakeConv(const std::string& name, uint64_t in, uint64_t out, uint64_t kernel,
+                     uint64_t stride, uint64_t padding, uint64_t groups, bool bias);
+  EmbeddingLayer MakeEmbedding(const std::string& name, uint64_t rows, uint64_t dim);
+  // A trainable tensor that is not part of a layer (ViT's cls token).
+  int MakeParameter(const std::string& name, uint64_t elements);
+
+  // --- Iteration ---
+  void BeginIteration();
+  // A batch copied to the device this iteration (DataLoader -> .cuda()):
+  // allocated, written by a load kernel, freed at the end of the iteration.
+  int LoadInput(const std::string& name, uint64_t bytes);
+
+  void Retain(int tensor);  // one more handle on an activation
+  void Drop(int tensor);    // the model lets go of a handle
+
+  // Forward ops. `x` (and every other activation argument) is consumed.
+  int Linear(const LinearLayer& layer, int x, uint64_t rows);
+  int LayerNorm(const NormLayer& layer, int x, uint64_t rows);
+  int Gelu(int x, const std::string& name, uint64_t elements);
+  int Tanh(int x, const std::string& name, uint64_t elements);
+  // ViT's token assembly: y[B, N+1, C] = cat(cls, x[B, N, C]) + pos, with
+  // cls [C] and pos [N+1, C] parameters broadcast over the batch.
+  int ClassTokenAndPosition(int x, int cls, int pos, const std::string& name, uint64_t batch,
+                            uint64_t tokens, uint64_t dim);
+  int Relu(int x, const std::string& name, uint64_t elements, bool inplace);
+  int Dropout(int x, const std::string& name, uint64_t elements, double p);
+  int Add(int a, int b, const std::string& name, uint64_t elements);
+  // a += b (torchvision's `out += identity`): returns a.
+  int AddInPlace(int a, int b, const std::string& name, uint64_t elements);
+  // Embedding lookup of `count` ids; `rows` is how the weight is touched
+  // (a gather, or a range for position embeddings). ids is data: not consumed.
+  int Embedding(const EmbeddingLayer& layer, int ids, uint64_t count, KernelAccess rows);
+
+  // Scaled dot-product attention as HuggingFace writes it: scores = q k^T,
+  // softmax with the scale and mask fused, dropout, context = p v, then the
+  // heads merged back into [B, T, C]. With `qkv_fused`, q, k and v are views
+  // of one [B, T, 3C] tensor (GPT-2's c_attn, timm's qkv): pass it as q and
+  // -1 for k and v; their gradients are concatenated back into one.
+  struct AttentionShape {
+    uint64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+    double dropout = 0;
+  };
+  int Attention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
+
+  int Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageShape* out);
+  int BatchNorm2d(const NormLayer& layer, int x, ImageShape shape);
+  int MaxPool2d(int x, const std::string& name, ImageShape in, uint64_t kernel,
+                uint64_t stride, uint64_t padding, ImageShape* out);
+  // Adaptive average pooling to 1x1: [N, C, H, W] -> [N, C].
+  int GlobalAvgPool(int x, const std::string& name, ImageShape in);
+  // out[rows, sum(cols)] = cat(inputs[i][rows, cols[i]]) along the last dim.
+  int Concat(const std::vector<int>& inputs, const std::vector<uint64_t>& cols,
+             const std::string& name, uint64_t rows);
+  // DLRM's dot interaction: the pairwise dot products of `features` vectors
+  // of `dim` per sample, strictly lower triangle, concatenated after the
+  // dense vector: [B, F, D] -> [B, D + F(F-1)/2].
+  int DotInteraction(int features, const std::string& name, uint64_t batch, uint64_t count,
+                     uint64_t dim);
+  // The mean cross entropy of logits [rows, classes] against data labels
+  // (log_softmax saving its output, then nll_loss). Returns the loss.
+  int CrossEntropy(int logits, int labels, const std::string& name, uint64_t rows,
+                   uint64_t classes);
+  // Binary cross entropy with logits over `elements` (DLRM, DCGAN).
+  int BinaryCrossEntropy(int logits, int labels, const std::string& name, uint64_t elements);
+
+  // loss.backward(): seeds d(loss) = 1 and runs the tape in reverse.
+  void Backward(int loss);
+  // optimizer.step(), then zero_grad(set_to_none=True).
+  void Step();
+  // Ends the iteration: frees the inputs and checks nothing leaked.
+  absl::Status Finish();
+
+  // Sparse embedding gradient (DLRM's EmbeddingBag(sparse=True) under SGD):
+  // the backward and the update touch only the rows the forward gathered.
+  void MarkSparse(const EmbeddingLayer& layer, KernelAccess rows);
+
+  TensorProgramBuilder& builder() { return build_; }
+
+ private:
+  struct Handle {
+    int refs = 0;           // handles + saved references
+    bool requires_grad = false;
+    bool parameter = false;  // and optimizer state: never freed
+    bool input = false;      // the batch: freed by Finish()
+  };
+  struct TapeEntry {
+    std::vector<int> outputs;
+    std::vector<int> saved;
+    std::function<void(const std::vector<int>& output_grads)> backward;
+  };
+  struct ParameterInfo {
+    int tensor = -1;
+    std::string name;
+    uint64_t elements = 0;
+    bool sparse = false;
+    KernelAccess sparse_rows;
+    std::vector<int> state;
+  };
+
+  int NewTensor(const std::string& name, uint64_t bytes, TensorRole role, bool requires_grad);
+  int Activation(const std::string& name, uint64_t elements, bool requires_grad = true);
+  int Unary(int x, const std::string& name, const std::string& fn, uint64_t elements,
+            double forward_flops, double backward_flops);
+  int Workspace(const std::string& name, uint64_t bytes);
+  int Grad(int of, uint64_t bytes);
+  int AddParameter(const std::string& name, uint64_t elements, bool trainable);
+  void Kernel(const std::string& name, double flops, bool tensor_cores,
+              std::vector<KernelAccess> accesses, double bytes = -1);
+  void Unref(int tensor);
+  void Save(TapeEntry& entry, int tensor);
+  bool RequiresGrad(int tensor) const { return handles_[tensor].requires_grad; }
+  void Record(TapeEntry entry);
+  // Routes a gradient to `tensor`: sets it, or accumulates.
+  void AddGrad(int tensor, int grad);
+  uint64_t Bytes(int tensor) const { return build_.tensor(tensor).bytes; }
+  const std::string& Name(int tensor) const { return build_.tensor(tensor).name; }
+
+  TensorProgram& program_;
+  TensorProgramBuilder build_;
+  TrainingOptions options_;
+  uint64_t element_;
+  uint64_t trainable_elements_ = 0;
+  std::vector<Handle> handles_;  // per tensor of the program
+  std::vector<int> grad_;        // per tensor: its gradient tensor, or -1
+  std::vector<TapeEntry> tape_;
+  std::vector<ParameterInfo> parameters_;  // trainable, in creation order
+  std::vector<int> inputs_;                // loaded this iteration
+  absl::flat_hash_map<int, int> grad_sums_;  // per tensor: gradients summed so far
+  int first_iteration_tensor_ = 0;
+};
+
+// "1.558 B" style: parameters in billions or millions.
+std::string FormatParameterCount(uint64_t parameters);
+
+}  // namespace umlab
+
+#endif  // UMLAB_WORKLOADS_DNN_TRAINING_GRAPH_H_

@@ -1,0 +1,106 @@
+// Vision Transformer training (timm VisionTransformer), sizes from
+// Dosovitskiy et al. 2021 Table 1, patch 16:
+//   ViT-B/16 12 layers, hidden  768, 12 heads, MLP 3072   (86.6 M parameters)
+//   ViT-L/16 24 layers, hidden 1024, 16 heads, MLP 4096   (304 M)
+// The 16x16/16 patch embedding is a Conv2d(3, C) with bias; a class token
+// and learned position embeddings are added; pre-LayerNorm blocks with a
+// fused qkv Linear; a final LayerNorm and a Linear head on the class token.
+// timm's defaults have no dropout.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "workloads/dnn/dnn_workload.h"
+#include "workloads/dnn/transformer_block.h"
+
+namespace umlab {
+namespace {
+
+struct VitSize {
+  const char* name;
+  int layers, hidden, heads, mlp;
+};
+
+constexpr uint64_t kPatch = 16;
+
+std::vector<ParamInfo> VitParams() {
+  std::vector<ParamInfo> params = TrainingParams(256, 3, Optimizer::kAdam);
+  params.push_back({"image", ParamType::kInt, "224", "image height and width in pixels"});
+  params.push_back({"classes", ParamType::kInt, "1000", "classifier outputs"});
+  return params;
+}
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const ParamMap& params,
+                                                  const ComputeSpec& spec) {
+  const std::string name = size.name;
+  absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, name);
+  if (!options.ok()) return options.status();
+  const int64_t image = params.Int("image");
+  const int64_t classes = params.Int("classes");
+  if (image < static_cast<int64_t>(kPatch) || image > 4096 || image % kPatch != 0 ||
+      classes < 1 || classes > 1'000'000) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "workload %s: image=%d must be a multiple of 16 from 16 to 4096 and classes=%d "
+        "from 1 to 1000000",
+        name, image, classes));
+  }
+  return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
+    const uint64_t b = g.options().batch;
+    const uint64_t c = size.hidden;
+    const uint64_t side = static_cast<uint64_t>(image) / kPatch;
+    const uint64_t patches = side * side;
+    const uint64_t t = patches + 1;  // with the class token
+    const uint64_t rows = b * t;
+    const ConvLayer patch_embed =
+        g.MakeConv("patch_embed.proj", 3, c, kPatch, kPatch, 0, 1, /*bias=*/true);
+    const int cls = g.MakeParameter("cls_token", c);
+    const int pos = g.MakeParameter("pos_embed", t * c);
+
+    g.BeginIteration();
+    const ImageShape in{b, 3, static_cast<uint64_t>(image), static_cast<uint64_t>(image)};
+    const int images = g.LoadInput("images", in.elements() * g.element_bytes());
+    const int labels = g.LoadInput("labels", b * 8);
+    ImageShape out;
+    // flatten(2).transpose(1, 2) is a view; the cat with the class token copies.
+    int x = g.Conv2d(patch_embed, images, in, &out);
+    x = g.ClassTokenAndPosition(x, cls, pos, "embed", b, patches, c);
+
+    TransformerShape shape{b, t, c, static_cast<uint64_t>(size.heads),
+                           static_cast<uint64_t>(size.mlp),
+                           /*pre_norm=*/true, /*fused_qkv=*/true, 0.0, 0.0};
+    for (int l = 0; l < size.layers; ++l) {
+      x = TransformerLayer(g, absl::StrCat("blocks.", l), shape, x);
+    }
+    const NormLayer norm = g.MakeLayerNorm("norm", c);
+    x = g.LayerNorm(norm, x, rows);
+    // x[:, 0]: the class token's row of each sample, copied for the head.
+    const int pooled = g.Concat({x}, {c}, "pool_cls", b);
+    const LinearLayer head = g.MakeLinear("head", c, static_cast<uint64_t>(classes), true);
+    const int logits = g.Linear(head, pooled, b);
+    const int loss = g.CrossEntropy(logits, labels, "loss", b, static_cast<uint64_t>(classes));
+    g.Backward(loss);
+    g.Step();
+    return absl::StrFormat(
+        "%s image-classification training: %d layers, hidden %d, %d heads, MLP %d, "
+        "%dx%d images in %d patches of 16x16, %d classes",
+        size.name, size.layers, size.hidden, size.heads, size.mlp, image, image, patches,
+        classes);
+  });
+}
+
+constexpr VitSize kBase{"vit-b", 12, 768, 12, 3072};
+constexpr VitSize kLarge{"vit-l", 24, 1024, 16, 4096};
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeBase(const ParamMap& p, const ComputeSpec& s) {
+  return MakeVit(kBase, p, s);
+}
+absl::StatusOr<std::unique_ptr<Workload>> MakeLarge(const ParamMap& p, const ComputeSpec& s) {
+  return MakeVit(kLarge, p, s);
+}
+
+}  // namespace
+
+UMLAB_REGISTER_WORKLOAD(vit_b, {"vit-b", "ViT-B/16 (86 M) image-classification training",
+                                VitParams(), MakeBase});
+UMLAB_REGISTER_WORKLOAD(vit_l, {"vit-l", "ViT-L/16 (304 M) image-classification training",
+                                VitParams(), MakeLarge});
+
+}  // namespace umlab

@@ -13,7 +13,7 @@
 namespace umlab {
 
 // A factory gets the device model and the device capacity in 2 MB frames
-// (UINT64_MAX / 2 for a policy with unlimited memory).
+// (kUnlimitedFrames for a policy with unlimited memory).
 using BackendRegistry = Registry<Backend, const DeviceConfig&, uint64_t>;
 
 BackendRegistry& Backends();

@@ -7,9 +7,11 @@
 namespace umlab {
 namespace {
 
-// Clears the inactive bit of every page [address, address+size) touches, or
-// sets it on every page it covers whole. A page shared with a live neighbour
-// stays active: invalidating it would lose that neighbour's bytes.
+// Calls fn(block, pages) for each block that [address, address+size) spans,
+// with the pages of that block in the range: every page the range touches,
+// or with `whole_pages_only` only the pages it covers whole. Activation uses
+// the first (a page shared with a live tensor is live); deactivation the
+// second, since invalidating a shared page would lose its neighbour's bytes.
 template <typename Fn>
 void ForEachBlockRange(uint64_t address, uint64_t size, bool whole_pages_only, Fn fn) {
   if (size == 0) return;
@@ -54,7 +56,7 @@ Engine::Engine(Backend& backend, Policy& policy, uint64_t capacity_frames,
       policy_(policy),
       config_(config),
       unlimited_(policy.UnlimitedCapacity()),
-      memory_(policy.UnlimitedCapacity() ? UINT64_MAX / 2 : capacity_frames) {
+      memory_(policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames) {
   config_.batch_size = std::max(1, config_.batch_size);
   raw_batch_.resize(config_.batch_size);
   policy_.Bind(this);
@@ -124,6 +126,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                               block.in_flight.none() && block.transfers_in_flight == 0) {
                             memory_.ReleaseFrame(block);
                           }
+                          if (pages.all()) policy_.OnBlockFreed(number);
                         });
       NoteFreeSpace();
       break;

@@ -119,7 +119,6 @@ class Engine final : public TransferListener, private PolicyContext {
   void NoteFreeSpace();
   void Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t cause);
   void MaybeCheckInvariants();
-  bool CapacityUnlimited() const { return unlimited_; }
 
   Backend& backend_;
   Policy& policy_;

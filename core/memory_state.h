@@ -81,7 +81,6 @@ class MemoryState : public MemoryView {
   void ReleaseFrame(BlockState& block);
   void TouchMigrated(BlockState& block, Nanos now);
 
-  size_t block_count() const { return blocks_.size(); }
   // Every block, in creation order (for checks and end-of-run accounting).
   const std::vector<BlockState>& blocks() const { return blocks_; }
 

@@ -27,6 +27,10 @@ using Nanos = int64_t;
 // A time that never comes: "no event pending".
 inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
 
+// The frame count of a device with no capacity limit (the `ideal` bound).
+// Half the range, so that adding frame counts to it cannot overflow.
+inline constexpr uint64_t kUnlimitedFrames = std::numeric_limits<uint64_t>::max() / 2;
+
 constexpr BlockNumber BlockOfPage(PageNumber page) { return page / kPagesPerBlock; }
 constexpr int PageIndexInBlock(PageNumber page) {
   return static_cast<int>(page % kPagesPerBlock);

@@ -84,6 +84,13 @@ class Policy {
   // kAlloc, kFree, kActivate, kDeactivate as the allocator reports them.
   virtual void OnAllocatorEvent(const Event& /*event*/) {}
   virtual void OnFreeSpaceChanged(uint64_t /*free_frames*/) {}
+  // The block's end of life: an allocator free returned all of its 2 MB to
+  // the device, so whatever the policy remembers about it describes data
+  // that no longer exists. Per-block history (thrashing counts, pins) should
+  // be dropped here, as the UVM driver's heuristics drop theirs on its
+  // block-destroyed event. Learned program behaviour keyed by address (a
+  // correlation table) may stay: the allocator reuses addresses.
+  virtual void OnBlockFreed(BlockNumber /*block*/) {}
 
   // --- Decisions ---
   // The pages to migrate for a fault on `faulted` pages of `block`; the

@@ -4,7 +4,7 @@
 // entries, as on a GPU). When the ring is full a new entry is dropped and
 // counted; the faulting accessor stays stalled and faults again after the
 // next replay, as GPU warps do. Not thread-safe: the sim is single-threaded
-// and the uffd device wraps it in its own lock.
+// and the uffd backend guards it with its inbox lock.
 #ifndef UMLAB_EMU_FAULT_BUFFER_H_
 #define UMLAB_EMU_FAULT_BUFFER_H_
 

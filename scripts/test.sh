@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Builds everything and runs the whole test suite.
-#   scripts/test.sh                 normal build in build/
+# Builds everything and runs the whole test suite. Warnings are errors here
+# (a user's own build leaves UMLAB_WERROR off).
+#   scripts/test.sh                 default build type (RelWithDebInfo) in build/
+#   scripts/test.sh --release       Release (-O3) in build-release/
 #   scripts/test.sh --sanitize      AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/
+#   scripts/test.sh --tsan          ThreadSanitizer in build-tsan/, the threaded tests only
+# ccache is used when it is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,14 +13,31 @@ scripts/setup.sh
 
 build=build
 extra=()
-if [ "${1:-}" = "--sanitize" ]; then
-  build=build-asan
-  # Benchmarks are speed, not behaviour: not worth a sanitized build.
-  extra=(-DUMLAB_SANITIZE=address,undefined -DUMLAB_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug)
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest_args=()
+case "${1:-}" in
+  "") ;;
+  --release)
+    build=build-release
+    extra=(-DCMAKE_BUILD_TYPE=Release)
+    ;;
+  --sanitize)
+    build=build-asan
+    # Benchmarks are speed, not behaviour, and the cuda backend cannot run
+    # without a GPU: neither is worth a sanitized build.
+    extra=(-DUMLAB_SANITIZE=address,undefined -DUMLAB_BENCH=OFF -DUMLAB_CUDA=OFF
+           -DCMAKE_BUILD_TYPE=Debug)
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    ;;
+  *)
+    echo "usage: scripts/test.sh [--release | --sanitize | --tsan]" >&2
+    exit 2
+    ;;
+esac
+if command -v ccache >/dev/null; then
+  extra+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 
 cmake -S . -B "$build" -G Ninja -DUMLAB_WERROR=ON "${extra[@]}" >/dev/null
 cmake --build "$build"
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"

@@ -33,7 +33,7 @@ struct SimRun {
 inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, Policy& policy,
                        const DeviceConfig& device = TestDevice(),
                        ReplayPolicy replay = ReplayPolicy::kBatch) {
-  const uint64_t frames = policy.UnlimitedCapacity() ? UINT64_MAX / 2 : capacity_frames;
+  const uint64_t frames = policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames;
   SimBackend backend(device, frames);
   EngineConfig config;
   config.batch_size = device.fault_batch_size;

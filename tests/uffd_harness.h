@@ -26,7 +26,7 @@ struct UffdRun {
 inline UffdRun RunOnUffd(EventSource& program, uint64_t capacity_frames, Policy& policy,
                          const DeviceConfig& device, const UffdOptions& options) {
   UffdRun run;
-  const uint64_t frames = policy.UnlimitedCapacity() ? UINT64_MAX / 2 : capacity_frames;
+  const uint64_t frames = policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames;
   absl::StatusOr<std::unique_ptr<UffdBackend>> backend =
       UffdBackend::Create(device, frames, options);
   if (!backend.ok()) {

@@ -129,5 +129,36 @@ TEST(UvmDefaultThrashingTest, MigrationsFartherApartThanTheLapseAreNotThrashing)
   EXPECT_EQ(run.run.stats.faults, 100u);
 }
 
+bool AnyThrashing(const UvmDefaultPolicy& policy) {
+  for (int block = 0; block < 5; ++block) {
+    if (policy.ThrashingPages(BlockOfAddress(ProgramBuilder::BlockAddress(block))).any()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(UvmDefaultThrashingTest, AFreedBlockForgetsItsHistoryAndPin) {
+  // The thrashing run above pins a block and marks pages thrashing; then
+  // every block is freed. The driver drops a block's thrashing state with
+  // the block, so afterwards nothing is pinned and no page is thrashing.
+  UvmDefaultOptions options;
+  options.lapse_ns = 500000;
+  UvmDefaultPolicy policy(options);
+  ProgramBuilder program = RoundRobin(20);
+  const SimRun kept = RunOnSim(program, 4, policy, FastLink());
+  ASSERT_TRUE(kept.status.ok()) << kept.status;
+  ASSERT_EQ(policy.pinned_blocks(), 1u);
+  ASSERT_TRUE(AnyThrashing(policy));
+
+  UvmDefaultPolicy freed_policy(options);
+  program.Free(0, 5);
+  const SimRun freed = RunOnSim(program, 4, freed_policy, FastLink());
+  ASSERT_TRUE(freed.status.ok()) << freed.status;
+  EXPECT_EQ(freed_policy.pins(), 1u);
+  EXPECT_EQ(freed_policy.pinned_blocks(), 0u);
+  EXPECT_FALSE(AnyThrashing(freed_policy));
+}
+
 }  // namespace
 }  // namespace umlab::testing

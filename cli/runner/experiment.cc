@@ -198,7 +198,7 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
       ParseCapacityFrames(request.capacity, result.footprint_bytes);
   if (!frames.ok()) return frames.status();
   const bool unlimited = (*policy)->UnlimitedCapacity();
-  const uint64_t capacity_frames = unlimited ? UINT64_MAX / 2 : *frames;
+  const uint64_t capacity_frames = unlimited ? kUnlimitedFrames : *frames;
   result.capacity_bytes = *frames * kBlockSize;
 
   EngineConfig engine_config;

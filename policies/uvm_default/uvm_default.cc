@@ -156,6 +156,20 @@ void UvmDefaultPolicy::OnMigrated(BlockNumber block, const PageMask& pages,
   if (thrashing) NoteThrashing(block);
 }
 
+void UvmDefaultPolicy::OnBlockFreed(BlockNumber block) {
+  // The driver frees a block's thrashing state with the block; a block that
+  // comes back at the same address is new data and starts with a clean slate.
+  history_.erase(block);
+  for (auto pin = pinned_.begin(); pin != pinned_.end();) {
+    if (pin->block == block) {
+      context().SetPinned(block, false);
+      pin = pinned_.erase(pin);
+    } else {
+      ++pin;
+    }
+  }
+}
+
 void UvmDefaultPolicy::NoteThrashing(BlockNumber block) {
   ++thrashing_detections_;
   const MemoryView& memory = context().memory();

@@ -1,5 +1,6 @@
 // `uvm-default`: what the NVIDIA UVM driver does on its own, the baseline
-// every real GPU runs (DESIGN.md, "Device model facts").
+// every real GPU runs (docs/policies.md; the driver's defaults are in
+// docs/devices.md).
 //
 //   - Tree prefetcher (uvm_perf_prefetch.c). A fault first grows to the 64 KB
 //     big page around it. The block's 512 pages are the leaves of a binary
@@ -62,6 +63,7 @@ class UvmDefaultPolicy final : public Policy {
   void OnFaultBatch(const FaultBatch& batch) override;
   void OnMigrated(BlockNumber block, const PageMask& pages, TransferKind kind) override;
   void OnKernelBegin(uint32_t exec_id) override;
+  void OnBlockFreed(BlockNumber block) override;
   PageMask ExpandFault(BlockNumber block, const PageMask& faulted) override;
 
   // For tests and reports.

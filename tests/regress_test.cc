@@ -41,10 +41,11 @@ struct Result {
   std::string out, err;
 };
 
-Result Regress(const std::string& path, bool update = false) {
+Result Regress(const std::string& path, bool update = false, const std::string& jobs = "") {
   std::ostringstream out, err;
   std::vector<std::string> args = {"regress", path};
   if (update) args.push_back("--update");
+  if (!jobs.empty()) args.push_back("--jobs=" + jobs);
   const int code = Main(args, out, err);
   return {code, out.str(), err.str()};
 }
@@ -115,6 +116,22 @@ TEST(RegressTest, ToleranceAbsorbsSmallExcess) {
   suite.replace(suite.find("\"tolerance\": 0.005"), 18, "\"tolerance\": 0.020");
   WriteFile(path, suite);
   EXPECT_EQ(Regress(path).code, kExitOk) << ReadFile(path);
+}
+
+TEST(RegressTest, ParallelCasesReportLikeSequentialOnesInSuiteOrder) {
+  // Two cases on one workload share one generated program while they run
+  // on two threads: the report must not depend on that.
+  const std::string path = TempPath("parallel.json");
+  WriteFile(path, std::string(R"({"cases": [{"name": "first", )") + kSmallMlp +
+                      R"(, "policy": "uvm-default"}, {"name": "second", )" + kSmallMlp +
+                      R"(, "policy": "demand"}]})");
+  ASSERT_EQ(Regress(path, /*update=*/true, "1").code, kExitOk);
+  const Result sequential = Regress(path, /*update=*/false, "1");
+  const Result parallel = Regress(path, /*update=*/false, "2");
+  ASSERT_EQ(sequential.code, kExitOk) << sequential.out << sequential.err;
+  EXPECT_EQ(parallel.code, kExitOk) << parallel.out << parallel.err;
+  EXPECT_EQ(parallel.out, sequential.out);
+  EXPECT_LT(parallel.out.find("first"), parallel.out.find("second"));
 }
 
 TEST(RegressTest, BrokenSuitesAreUsageErrors) {

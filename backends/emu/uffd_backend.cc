@@ -140,7 +140,7 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
   if (!created.ok()) return created.status();
   backend->device_ = std::move(*created);
   backend->bits_.reset(new SlotBits[options.max_blocks]());
-  backend->block_of_slot_.reset(new BlockNumber[options.max_blocks]());
+  backend->block_of_slot_.reset(new std::atomic<BlockNumber>[options.max_blocks]());
   backend->sms_.reset(new SmState[options.sms]);
   return backend;
 }
@@ -460,7 +460,7 @@ absl::Status UffdBackend::EnsureSlots(BlockNumber first, BlockNumber end) {
   if (absl::Status s = device_->AddSlots(missing.size()); !s.ok()) return s;
   verifier_.AddSlots(device_->slots());
   for (size_t i = 0; i < missing.size(); ++i) {
-    block_of_slot_[base + i] = missing[i];
+    block_of_slot_[base + i].store(missing[i], std::memory_order_release);
     slot_of_.emplace(missing[i], base + i);
   }
   return absl::OkStatus();
@@ -590,7 +590,8 @@ void UffdBackend::OnFault(const UffdFault& fault) {
     }
   }
   FaultEntry entry;
-  entry.page = FirstPageOfBlock(block_of_slot_[slot]) + index;
+  entry.page =
+      FirstPageOfBlock(block_of_slot_[slot].load(std::memory_order_acquire)) + index;
   entry.access = fault.write ? AccessType::kWrite : AccessType::kRead;
   entry.sm = sm;
   entry.exec_id = exec_id_.load(std::memory_order_relaxed);

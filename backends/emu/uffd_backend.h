@@ -172,7 +172,11 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   PcieThrottle throttle_;
   UffdVerifier verifier_;
   std::unique_ptr<SlotBits[]> bits_;
-  std::unique_ptr<BlockNumber[]> block_of_slot_;
+  // Written by EnsureSlots, read by the reader thread in OnFault. A fault on
+  // a slot comes after the slot was given out, but only through the kernel
+  // (an SM touches the page, the reader reads the message), which is no
+  // happens-before to C++: release/acquire makes it one.
+  std::unique_ptr<std::atomic<BlockNumber>[]> block_of_slot_;
   std::unique_ptr<UffdTransfers> transfers_;
   TransferListener* listener_ = nullptr;
   Engine* engine_ = nullptr;

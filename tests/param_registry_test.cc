@@ -183,21 +183,23 @@ absl::StatusOr<std::unique_ptr<Policy>> NoPolicy(const ParamMap&) {
   return absl::UnimplementedError("never made");
 }
 
+// Outside the macros: their arguments cannot hold unparenthesised commas.
+void RegisterPolicyTwice() {
+  PolicyRegistry registry("policy");
+  registry.Register({"twice", "first", {}, NoPolicy});
+  registry.Register({"twice", "second", {}, NoPolicy});
+}
+
+void RegisterPresetTwice() {
+  NamedIndex<DevicePresetEntry> presets("device preset");
+  presets.Add({"h200", "first", DeviceConfig{}});
+  presets.Add({"h200", "second", DeviceConfig{}});
+}
+
 TEST(RegistryDeathTest, DuplicateNameAbortsNamingKindAndName) {
-  EXPECT_DEATH(
-      {
-        PolicyRegistry registry("policy");
-        registry.Register({"twice", "first", {}, NoPolicy});
-        registry.Register({"twice", "second", {}, NoPolicy});
-      },
-      "umlab: policy 'twice' is registered twice; each name must be unique");
-  EXPECT_DEATH(
-      {
-        NamedIndex<DevicePresetEntry> presets("device preset");
-        presets.Add({"h200", "first", DeviceConfig{}});
-        presets.Add({"h200", "second", DeviceConfig{}});
-      },
-      "umlab: device preset 'h200' is registered twice");
+  EXPECT_DEATH(RegisterPolicyTwice(),
+               "umlab: policy 'twice' is registered twice; each name must be unique");
+  EXPECT_DEATH(RegisterPresetTwice(), "umlab: device preset 'h200' is registered twice");
 }
 
 TEST(RegistryDeathTest, DistinctNamesRegister) {

@@ -69,7 +69,8 @@ std::vector<OptionSpec> MachineOptions() {
       {"backend", "SPEC", "where to run, with parameters: sim (see 'umlab backends')", "sim"},
       {"capacity", "C",
        "device memory: a fraction of the program's footprint (0.5) or a size (8GiB)", "0.5"},
-      {"device", "PRESET", "device preset: v100-pcie3, a100-pcie4 or h200", kDefaultDevice},
+      {"device", "PRESET", absl::StrCat("device preset: ", DevicePresets().Names()),
+       kDefaultDevice},
       {"device-param", "K=V",
        "override a preset value, e.g. h2d_gbps=12 (see 'umlab devices')", "", true},
       {"replay", "POLICY", "when stalled accessors retry: batch, block or once", "batch"},
@@ -87,8 +88,8 @@ std::vector<OptionSpec> FormatOption() {
 
 OptionSpec JobsOption() {
   return {"jobs", "N",
-          "runs at once on the sim backend (0: one per core; other backends run one at a "
-          "time); results do not depend on it",
+          "runs at once on a backend that allows it, such as sim (0: one per core; other "
+          "backends run one at a time); results do not depend on it",
           "0"};
 }
 
@@ -351,11 +352,15 @@ std::optional<Failure> InspectCommand(const Context& ctx) {
   return std::nullopt;
 }
 
+// One line per parameter: name, type, default, range (numbers that have
+// one), help.
 std::string FormatParams(const std::vector<ParamInfo>& params) {
   std::string out;
   for (const ParamInfo& p : params) {
-    out += absl::StrFormat("      %-18s %-7s default %-10s %s\n", p.name, ParamTypeName(p.type),
-                           p.default_value.empty() ? "\"\"" : p.default_value, p.help);
+    out += absl::StrFormat("      %-18s %-7s default %-10s %-22s %s\n", p.name,
+                           ParamTypeName(p.type),
+                           p.default_value.empty() ? "\"\"" : p.default_value,
+                           p.range.bounded() ? "range " + p.range.ToString() : "", p.help);
   }
   return out;
 }
@@ -404,8 +409,9 @@ std::optional<Failure> BackendsCommand(const Context& ctx) {
 
 std::optional<Failure> DevicesCommand(const Context& ctx) {
   ctx.out << "device presets (use --device=NAME --device-param key=value):\n";
-  for (const std::string& name : DevicePresetNames()) {
-    ctx.out << "  " << name << "\n" << FormatParams(DeviceParams(*DevicePreset(name)));
+  for (const DevicePresetEntry* entry : DevicePresets().Entries()) {
+    ctx.out << absl::StrFormat("  %-16s %s\n", entry->name, entry->description);
+    ctx.out << FormatParams(DeviceParams(*DevicePreset(entry->name)));
   }
   return std::nullopt;
 }

@@ -12,9 +12,19 @@
 
 namespace umlab {
 
+// What the runner needs to know about a backend before creating one.
+struct BackendTraits {
+  // Whether several runs may share the process at once. True only for a
+  // backend whose runs touch nothing global: virtual time, no signal
+  // handlers, no wall-clock throttle, no device. A real-time backend run
+  // beside another would see its timing (and so its results) disturbed.
+  bool parallel_runs = false;
+};
+
 // A factory gets the device model and the device capacity in 2 MB frames
 // (kUnlimitedFrames for a policy with unlimited memory).
-using BackendRegistry = Registry<Backend, const DeviceConfig&, uint64_t>;
+using BackendRegistry =
+    BasicRegistry<Backend, BackendTraits, const DeviceConfig&, uint64_t>;
 
 BackendRegistry& Backends();
 

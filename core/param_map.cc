@@ -1,10 +1,13 @@
 #include "core/param_map.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -13,18 +16,24 @@
 namespace umlab {
 namespace {
 
+// Parses `value` as `info`'s type; for a numeric type, also checks the
+// range. Every value goes through here, the declared defaults included, so a
+// default outside its own range is caught as surely as a user's typo.
 absl::Status CheckValue(const ParamInfo& info, absl::string_view value,
                         absl::string_view owner) {
   bool ok = true;
+  std::optional<double> number;
   switch (info.type) {
     case ParamType::kInt: {
       int64_t parsed;
       ok = absl::SimpleAtoi(value, &parsed);
+      number = static_cast<double>(parsed);
       break;
     }
     case ParamType::kDouble: {
       double parsed;
-      ok = absl::SimpleAtod(value, &parsed);
+      ok = absl::SimpleAtod(value, &parsed) && !std::isnan(parsed);
+      number = parsed;
       break;
     }
     case ParamType::kBool: {
@@ -32,19 +41,49 @@ absl::Status CheckValue(const ParamInfo& info, absl::string_view value,
       ok = absl::SimpleAtob(value, &parsed);
       break;
     }
-    case ParamType::kBytes:
-      ok = ParseByteSize(value).ok();
+    case ParamType::kBytes: {
+      absl::StatusOr<uint64_t> parsed = ParseByteSize(value);
+      ok = parsed.ok();
+      if (ok) number = static_cast<double>(*parsed);
       break;
+    }
     case ParamType::kString:
       break;
   }
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s: parameter %s=%s is not a valid %s value", owner, info.name,
-                      value, ParamTypeName(info.type)));
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: parameter %s=%s is not a valid %s value", owner, info.name,
+                        value, ParamTypeName(info.type)));
+  }
+  if (number.has_value() && !info.range.Contains(*number)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: parameter %s=%s is out of range; allowed: %s", owner, info.name,
+                        value, info.range.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+// A bound as written in a declaration: integers in full, not as 4.1943e+06.
+std::string BoundText(double bound) {
+  if (std::isinf(bound)) return bound > 0 ? "inf" : "-inf";
+  if (bound == std::floor(bound) && std::fabs(bound) < 1e15) {
+    return absl::StrFormat("%.0f", bound);
+  }
+  return absl::StrFormat("%g", bound);
 }
 
 }  // namespace
+
+bool ParamRange::Contains(double value) const {
+  const bool above_min = min_open ? value > min : value >= min;
+  const bool below_max = max_open ? value < max : value <= max;
+  return above_min && below_max;
+}
+
+std::string ParamRange::ToString() const {
+  return absl::StrCat(min_open || std::isinf(min) ? "(" : "[", BoundText(min), ", ",
+                      BoundText(max), max_open || std::isinf(max) ? ")" : "]");
+}
 
 const char* ParamTypeName(ParamType type) {
   switch (type) {
@@ -83,10 +122,12 @@ absl::StatusOr<ParamMap> ParamMap::Resolve(absl::Span<const ParamInfo> declared,
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: write '%s=VALUE'", owner, key));
     }
-    if (absl::Status status = CheckValue(*info, value, owner); !status.ok()) {
+    map.values_[std::string(key)] = std::string(value);
+  }
+  for (const ParamInfo& info : declared) {
+    if (absl::Status status = CheckValue(info, map.values_[info.name], owner); !status.ok()) {
       return status;
     }
-    map.values_[std::string(key)] = std::string(value);
   }
   return map;
 }

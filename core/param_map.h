@@ -1,13 +1,16 @@
 // Named, typed, defaulted parameters for policies and workloads.
 //
-// A component declares its parameters once (name, type, default, help); the
-// user overrides them with "key=value,key=value". Resolve() validates every
-// key and value up front, so a component reads plain values afterwards and a
-// typo fails before a run starts, with a message that names the component.
+// A component declares its parameters once (name, type, default, help and,
+// for a number, the range it accepts), as the UVM driver declares each
+// tunable with _MIN/_DEFAULT/_MAX; the user overrides them with
+// "key=value,key=value". Resolve() validates every key, type and range up
+// front, so a component reads plain values afterwards and a bad value fails
+// before a run starts, with a message that names the component.
 #ifndef UMLAB_CORE_PARAM_MAP_H_
 #define UMLAB_CORE_PARAM_MAP_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,11 +23,40 @@ namespace umlab {
 
 enum class ParamType { kInt, kDouble, kBool, kString, kBytes };
 
+// The values an int, number or bytes parameter accepts: an interval whose
+// ends may be open. The default accepts any value. Written in declarations
+// as ParamRange::Closed(1, 64), ParamRange::AtLeast(0), ParamRange::Positive().
+struct ParamRange {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false;  // true: min itself is excluded
+  bool max_open = false;
+
+  static constexpr ParamRange Closed(double lo, double hi) { return {lo, hi, false, false}; }
+  static constexpr ParamRange ClosedOpen(double lo, double hi) { return {lo, hi, false, true}; }
+  static constexpr ParamRange OpenClosed(double lo, double hi) { return {lo, hi, true, false}; }
+  static constexpr ParamRange AtLeast(double lo) {
+    return {lo, std::numeric_limits<double>::infinity(), false, true};
+  }
+  // Greater than zero: for rates, sizes and factors where 0 means nothing.
+  static constexpr ParamRange Positive() { return AtLeast(0).WithOpenMin(); }
+
+  bool bounded() const { return min > -std::numeric_limits<double>::infinity() ||
+                                max < std::numeric_limits<double>::infinity(); }
+  bool Contains(double value) const;
+  // Interval notation: "[1, 64]", "(0, inf)", "[0, 1)".
+  std::string ToString() const;
+
+ private:
+  constexpr ParamRange WithOpenMin() const { return {min, max, true, max_open}; }
+};
+
 struct ParamInfo {
   std::string name;
   ParamType type = ParamType::kInt;
   std::string default_value;
   std::string help;
+  ParamRange range = {};  // int, number and bytes only
 };
 
 const char* ParamTypeName(ParamType type);

@@ -3,25 +3,29 @@
 //
 // Each policy or workload source file registers itself from a static
 // initializer; see UMLAB_REGISTER_POLICY in core/policy.h for the pattern.
+// A name registered twice aborts at start-up (core/named_index.h), and every
+// parameter is range-checked by ParamMap::Resolve before a factory runs.
 #ifndef UMLAB_CORE_REGISTRY_H_
 #define UMLAB_CORE_REGISTRY_H_
 
-#include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "core/named_index.h"
 #include "core/param_map.h"
 
 namespace umlab {
 
-template <typename Product, typename... Args>
-class Registry {
+// What a registry's entries carry besides name, parameters and factory:
+// nothing, unless a kind of component needs more (see BackendTraits).
+struct NoTraits {};
+
+template <typename Product, typename Traits, typename... Args>
+class BasicRegistry {
  public:
   using Factory =
       std::function<absl::StatusOr<std::unique_ptr<Product>>(const ParamMap&, Args...)>;
@@ -31,33 +35,21 @@ class Registry {
     std::string description;
     std::vector<ParamInfo> params;
     Factory factory;
+    Traits traits = {};
   };
 
   // `kind` names what is registered, for messages: "policy", "workload".
-  explicit Registry(std::string kind) : kind_(std::move(kind)) {}
+  explicit BasicRegistry(std::string kind) : index_(std::move(kind)) {}
 
-  bool Register(Entry entry) {
-    std::string name = entry.name;
-    return entries_.emplace(std::move(name), std::move(entry)).second;
-  }
+  // Aborts when the name is taken; returns true for static registration.
+  bool Register(Entry entry) { return index_.Add(std::move(entry)); }
 
-  const Entry* Find(absl::string_view name) const {
-    auto it = entries_.find(std::string(name));
-    return it == entries_.end() ? nullptr : &it->second;
-  }
+  const Entry* Find(absl::string_view name) const { return index_.Find(name); }
 
   // Entries in name order.
-  std::vector<const Entry*> Entries() const {
-    std::vector<const Entry*> out;
-    for (const auto& [name, entry] : entries_) out.push_back(&entry);
-    return out;
-  }
+  std::vector<const Entry*> Entries() const { return index_.Entries(); }
 
-  std::string Names() const {
-    std::vector<std::string> names;
-    for (const auto& [name, entry] : entries_) names.push_back(name);
-    return absl::StrJoin(names, ", ");
-  }
+  std::string Names() const { return index_.Names(); }
 
   // Creates from "name" or "name:k=v,k=v".
   absl::StatusOr<std::unique_ptr<Product>> Create(absl::string_view spec,
@@ -65,19 +57,21 @@ class Registry {
     auto [name, overrides] = SplitSpec(spec);
     const Entry* entry = Find(name);
     if (entry == nullptr) {
-      return absl::NotFoundError(absl::StrFormat("unknown %s '%s'; known: %s", kind_,
+      return absl::NotFoundError(absl::StrFormat("unknown %s '%s'; known: %s", index_.kind(),
                                                  name, Names()));
     }
     absl::StatusOr<ParamMap> params = ParamMap::Resolve(
-        entry->params, overrides, absl::StrFormat("%s %s", kind_, name));
+        entry->params, overrides, absl::StrFormat("%s %s", index_.kind(), name));
     if (!params.ok()) return params.status();
     return entry->factory(*params, args...);
   }
 
  private:
-  std::string kind_;
-  std::map<std::string, Entry> entries_;
+  NamedIndex<Entry> index_;
 };
+
+template <typename Product, typename... Args>
+using Registry = BasicRegistry<Product, NoTraits, Args...>;
 
 }  // namespace umlab
 

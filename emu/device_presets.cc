@@ -1,83 +1,104 @@
 #include "emu/device_presets.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace umlab {
+
+NamedIndex<DevicePresetEntry>& DevicePresets() {
+  static NamedIndex<DevicePresetEntry>* presets =
+      new NamedIndex<DevicePresetEntry>("device preset");
+  return *presets;
+}
+
+// The presets. Registered here rather than in files of their own: a static
+// library drops an object file nothing references, and this one is always
+// linked. Fields left out keep DeviceConfig's defaults (the driver's fault
+// batch of 256, a fault buffer of 8192 entries, no launch gap).
+
+UMLAB_REGISTER_DEVICE(
+    v100_pcie3,
+    {"v100-pcie3", "V100 on PCIe 3 x16: G10's simulated machine",
+     DeviceConfig{
+         // PCIe 3 x16 per direction and 5 us per transfer, as in G10's
+         // configuration (G10, Table 2).
+         .link = {15.754e9, 15.754e9, 5000},
+         // fp32, tensor FLOP/s, HBM bandwidth, SMs: NVIDIA's V100 figures.
+         .compute = {15.7e12, 125e12, 900e9, 80},
+         .fault_latency_ns = 45000,  // G10, Table 2
+     }});
+
+UMLAB_REGISTER_DEVICE(
+    a100_pcie4, {"a100-pcie4", "A100 on PCIe 4 x16: the V100 machine with twice the link",
+                 DeviceConfig{
+                     .link = {31.508e9, 31.508e9, 5000},  // PCIe 4 x16: twice PCIe 3
+                     .compute = {19.5e12, 312e12, 1555e9, 108},  // NVIDIA's A100 figures
+                     .fault_latency_ns = 45000,                  // as v100-pcie3 (G10)
+                 }});
+
+UMLAB_REGISTER_DEVICE(
+    h200,
+    {"h200", "H200 with CUDA 13, calibrated by umlab_cuda_calibrate",
+     DeviceConfig{
+         // Calibrated on an H200 with CUDA 13 by umlab_cuda_calibrate (numbers
+         // and method in docs/devices.md). The engine moves at most one 2 MB
+         // block per transfer, so the link is fitted to per-block calls, not
+         // bulk ones: a 2 MiB prefetch took 151 us to the GPU and 181 us back,
+         // which with 10 us per transfer gives 14.9 and 12.3 GB/s.
+         .link = {14.9e9, 12.3e9, 10000},
+         .compute = {67e12, 989e12, 4.8e12, 132},  // NVIDIA's H200 figures
+         // An isolated fault took 31 us end to end: 20 us of fault handling,
+         // 10 us of transfer set-up, one page.
+         .fault_latency_ns = 20000,
+     }});
+
 namespace {
-
-DeviceConfig V100Pcie3() {
-  DeviceConfig c;
-  c.name = "v100-pcie3";
-  // PCIe 3 x16 and 5 us per transfer, as in G10's configuration.
-  c.link = LinkConfig{15.754e9, 15.754e9, 5000};
-  c.compute = ComputeSpec{15.7e12, 125e12, 900e9, 80};
-  c.fault_latency_ns = 45000;  // G10 Table 2
-  return c;
-}
-
-DeviceConfig A100Pcie4() {
-  DeviceConfig c;
-  c.name = "a100-pcie4";
-  c.link = LinkConfig{31.508e9, 31.508e9, 5000};  // PCIe 4 x16
-  c.compute = ComputeSpec{19.5e12, 312e12, 1555e9, 108};
-  c.fault_latency_ns = 45000;
-  return c;
-}
-
-DeviceConfig H200() {
-  DeviceConfig c;
-  c.name = "h200";
-  // Calibrated on an H200 with CUDA 13 by umlab_cuda_calibrate (numbers and
-  // method in docs/devices.md). The engine moves at most one 2 MB block per
-  // transfer, so the link is fitted to per-block calls, not bulk ones: a
-  // 2 MiB prefetch took 151 us to the GPU and 181 us back, which with 10 us
-  // per transfer gives 14.9 and 12.3 GB/s. An isolated fault took 31 us end
-  // to end: 20 us of fault handling, 10 us of transfer set-up, one page.
-  c.link = LinkConfig{14.9e9, 12.3e9, 10000};
-  c.compute = ComputeSpec{67e12, 989e12, 4.8e12, 132};
-  c.fault_latency_ns = 20000;
-  return c;
-}
 
 std::string Number(double value) { return absl::StrFormat("%g", value); }
 
+// Counts stored as int in DeviceConfig.
+constexpr ParamRange kIntCount = ParamRange::Closed(1, std::numeric_limits<int>::max());
+
 }  // namespace
 
-std::vector<std::string> DevicePresetNames() { return {"v100-pcie3", "a100-pcie4", "h200"}; }
-
 absl::StatusOr<DeviceConfig> DevicePreset(absl::string_view name) {
-  if (name == "v100-pcie3") return V100Pcie3();
-  if (name == "a100-pcie4") return A100Pcie4();
-  if (name == "h200") return H200();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown device '%s'; presets: %s", name, absl::StrJoin(DevicePresetNames(), ", ")));
+  const DevicePresetEntry* entry = DevicePresets().Find(name);
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown device '%s'; presets: %s", name, DevicePresets().Names()));
+  }
+  DeviceConfig config = entry->config;
+  config.name = entry->name;
+  return config;
 }
 
 std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
   return {
-      {"sms", ParamType::kInt, Number(c.compute.sm_count), "concurrent SMs issuing accesses"},
+      {"sms", ParamType::kInt, Number(c.compute.sm_count), "concurrent SMs issuing accesses",
+       kIntCount},
       {"h2d_gbps", ParamType::kDouble, Number(c.link.h2d_bytes_per_second / 1e9),
-       "host-to-device bandwidth, GB/s"},
+       "host-to-device bandwidth, GB/s", ParamRange::Positive()},
       {"d2h_gbps", ParamType::kDouble, Number(c.link.d2h_bytes_per_second / 1e9),
-       "device-to-host bandwidth, GB/s"},
+       "device-to-host bandwidth, GB/s", ParamRange::Positive()},
       {"link_latency_us", ParamType::kDouble, Number(c.link.latency_ns / 1e3),
-       "fixed cost of one transfer, us"},
+       "fixed cost of one transfer, us", ParamRange::AtLeast(0)},
       {"fault_latency_us", ParamType::kDouble, Number(c.fault_latency_ns / 1e3),
-       "fault-handling latency per batch, us"},
-      {"batch", ParamType::kInt, Number(c.fault_batch_size), "fault entries per batch"},
+       "fault-handling latency per batch, us", ParamRange::AtLeast(0)},
+      {"batch", ParamType::kInt, Number(c.fault_batch_size), "fault entries per batch",
+       kIntCount},
       {"fault_buffer", ParamType::kInt, Number(c.fault_buffer_entries),
-       "fault-buffer entries before overflow"},
+       "fault-buffer entries before overflow", kIntCount},
       {"fp32_tflops", ParamType::kDouble, Number(c.compute.peak_flops_fp32 / 1e12),
-       "peak fp32 TFLOP/s"},
+       "peak fp32 TFLOP/s", ParamRange::Positive()},
       {"tensor_tflops", ParamType::kDouble, Number(c.compute.peak_flops_tensor / 1e12),
-       "peak fp16/bf16 matrix TFLOP/s"},
+       "peak fp16/bf16 matrix TFLOP/s", ParamRange::Positive()},
       {"hbm_gbps", ParamType::kDouble, Number(c.compute.memory_bytes_per_second / 1e9),
-       "device memory bandwidth, GB/s"},
+       "device memory bandwidth, GB/s", ParamRange::Positive()},
       {"launch_us", ParamType::kDouble, Number(c.kernel_launch_ns / 1e3),
-       "gap between kernels, us"},
+       "gap between kernels, us", ParamRange::AtLeast(0)},
   };
 }
 
@@ -88,23 +109,6 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
       ParamMap::Resolve(declared, overrides, absl::StrFormat("device %s", config.name));
   if (!params.ok()) return params.status();
   DeviceConfig c = config;
-  auto positive = [&](absl::string_view name, double value) -> absl::Status {
-    if (value > 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrFormat("device parameter %s must be positive", name));
-  };
-  for (const char* name : {"sms", "batch", "fault_buffer"}) {
-    if (absl::Status s = positive(name, params->Int(name)); !s.ok()) return s;
-  }
-  for (const char* name : {"h2d_gbps", "d2h_gbps", "fp32_tflops", "tensor_tflops", "hbm_gbps"}) {
-    if (absl::Status s = positive(name, params->Double(name)); !s.ok()) return s;
-  }
-  for (const char* name : {"link_latency_us", "fault_latency_us", "launch_us"}) {
-    if (params->Double(name) < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("device parameter %s must not be negative", name));
-    }
-  }
   c.compute.sm_count = static_cast<int>(params->Int("sms"));
   c.link.h2d_bytes_per_second = params->Double("h2d_gbps") * 1e9;
   c.link.d2h_bytes_per_second = params->Double("d2h_gbps") * 1e9;

@@ -444,10 +444,11 @@ UMLAB_REGISTER_BACKEND(
     cuda, {"cuda",
            "the real UVM driver on a GPU: managed memory, CUPTI fault records, prefetch and "
            "discard calls",
-           {{"gpu", ParamType::kInt, "0", "CUDA device ordinal"},
-            {"poll_us", ParamType::kDouble, "20", "how often the host polls for fault records"},
+           {{"gpu", ParamType::kInt, "0", "CUDA device ordinal", ParamRange::AtLeast(0)},
+            {"poll_us", ParamType::kDouble, "20", "how often the host polls for fault records",
+             ParamRange::AtLeast(0)},
             {"flush_us", ParamType::kDouble, "20000",
-             "how often CUPTI is asked to hand over its records"}},
+             "how often CUPTI is asked to hand over its records", ParamRange::AtLeast(0)}},
            [](const ParamMap& params, const DeviceConfig& device,
               uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
              CudaOptions options;

@@ -358,6 +358,8 @@ UMLAB_REGISTER_BACKEND(
           [](const ParamMap&, const DeviceConfig& device,
              uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
             return std::make_unique<SimBackend>(device, capacity_frames);
-          }});
+          },
+          // Virtual time and nothing global: runs may share the process.
+          {.parallel_runs = true}});
 
 }  // namespace umlab

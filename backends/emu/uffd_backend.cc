@@ -962,14 +962,16 @@ UMLAB_REGISTER_BACKEND(
      "real-time PCIe throttle (Linux, no GPU)",
      {
          {"dilation", ParamType::kDouble, "4",
-          "wall time = modelled time x this, for link, fault latency and compute"},
+          "wall time = modelled time x this, for link, fault latency and compute",
+          ParamRange::Positive()},
          {"throttle", ParamType::kBool, "true",
           "enforce modelled times; false runs as fast as the host allows"},
          {"verify", ParamType::kBool, "false", "check every word read against the last write"},
-         {"sms", ParamType::kInt, "8", "SM threads issuing accesses"},
+         {"sms", ParamType::kInt, "8", "SM threads issuing accesses", ParamRange::Closed(1, 1024)},
          {"watchdog_s", ParamType::kDouble, "120",
-          "fail when nothing progresses for this many seconds"},
-         {"max_gib", ParamType::kInt, "64", "size of the device address range, GiB"},
+          "fail when nothing progresses for this many seconds", ParamRange::Positive()},
+         {"max_gib", ParamType::kInt, "64", "size of the device address range, GiB",
+          ParamRange::Closed(1, 1 << 20)},
      },
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -980,12 +982,6 @@ UMLAB_REGISTER_BACKEND(
        options.sms = static_cast<int>(params.Int("sms"));
        options.watchdog_s = params.Double("watchdog_s");
        const int64_t gib = params.Int("max_gib");
-       if (!(options.dilation > 0) || options.sms < 1 || options.sms > 1024 ||
-           !(options.watchdog_s > 0) || gib < 1 || gib > (1 << 20)) {
-         return absl::InvalidArgumentError(
-             "backend uffd: dilation and watchdog_s must be positive, sms 1..1024, "
-             "max_gib at least 1");
-       }
        options.max_blocks = static_cast<uint64_t>(gib) * (1 << 30) / kBlockSize;
        absl::StatusOr<std::unique_ptr<UffdBackend>> backend =
            UffdBackend::Create(device, capacity_frames, options);

@@ -258,11 +258,15 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
 
 std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests,
                                                     int jobs) {
-  const bool all_sim = std::all_of(requests.begin(), requests.end(), [](const RunRequest& r) {
-    return SplitSpec(r.backend).first == "sim";
-  });
+  // Parallel only when every run's backend says its runs may share the
+  // process; an unknown backend runs alone and fails in ExecuteRun.
+  const bool all_parallel =
+      std::all_of(requests.begin(), requests.end(), [](const RunRequest& r) {
+        const BackendRegistry::Entry* entry = Backends().Find(SplitSpec(r.backend).first);
+        return entry != nullptr && entry->traits.parallel_runs;
+      });
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const size_t threads = all_sim ? std::min<size_t>(jobs, requests.size()) : 1;
+  const size_t threads = all_parallel ? std::min<size_t>(jobs, requests.size()) : 1;
   std::vector<absl::StatusOr<RunResult>> results(requests.size(),
                                                  absl::UnknownError("not run"));
   if (threads <= 1) {

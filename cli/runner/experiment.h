@@ -84,11 +84,12 @@ struct RunResult {
 
 absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request);
 
-// Runs every request and returns the results in request order. Runs on the
-// sim backend are pure functions of their inputs, so up to `jobs` of them
-// run at once on their own threads (results are identical to running them
-// one by one); any other backend uses the machine's real resources (fault
-// handling threads, the GPU) and runs alone. jobs <= 0: one per core.
+// Runs every request and returns the results in request order. When every
+// request's backend declares parallel_runs (BackendTraits; sim does: its runs
+// are pure functions of their inputs), up to `jobs` run at once on their own
+// threads, with results identical to running them one by one; otherwise
+// (the machine's real resources: fault-handling threads, the GPU) they run
+// one at a time. jobs <= 0: one per core.
 std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests, int jobs);
 
 // --jobs: a whole number >= 0 (0: one per core).

@@ -336,31 +336,24 @@ namespace {
 
 std::vector<ParamInfo> DeepUmParams() {
   return {
-      {"rows", ParamType::kInt, "2048", "rows of each UM-block correlation table (NumRows)"},
-      {"assoc", ParamType::kInt, "2", "ways per row (Assoc)"},
-      {"succs", ParamType::kInt, "4", "successors kept per block, MRU order (NumSuccs)"},
+      {"rows", ParamType::kInt, "2048", "rows of each UM-block correlation table (NumRows)",
+       ParamRange::Closed(1, 1 << 22)},
+      {"assoc", ParamType::kInt, "2", "ways per row (Assoc)", ParamRange::Closed(1, 64)},
+      {"succs", ParamType::kInt, "4", "successors kept per block, MRU order (NumSuccs)",
+       ParamRange::Closed(1, 64)},
       {"n", ParamType::kInt, "16",
-       "kernels prefetched ahead of the current one before chaining pauses (the paper's N)"},
+       "kernels prefetched ahead of the current one before chaining pauses (the paper's N)",
+       ParamRange::Closed(0, 4096)},
   };
 }
 
-absl::StatusOr<std::unique_ptr<Policy>> MakeDeepUm(const ParamMap& params, const char* name,
-                                                   bool pre_evict, bool invalidate) {
+absl::StatusOr<std::unique_ptr<Policy>> MakeDeepUm(const ParamMap& params, bool pre_evict,
+                                                   bool invalidate) {
   DeepUmOptions options;
   options.pre_evict = pre_evict;
   options.invalidate = invalidate;
   const int64_t rows = params.Int("rows"), assoc = params.Int("assoc");
   const int64_t succs = params.Int("succs"), lookahead = params.Int("n");
-  if (rows < 1 || rows > (1 << 22) || assoc < 1 || assoc > 64 || succs < 1 || succs > 64) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "policy %s: rows=%d, assoc=%d, succs=%d out of range (rows 1..4194304, assoc and "
-        "succs 1..64)",
-        name, rows, assoc, succs));
-  }
-  if (lookahead < 0 || lookahead > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("policy %s: n=%d must be 0..4096 kernels", name, lookahead));
-  }
   options.rows = static_cast<int>(rows);
   options.assoc = static_cast<int>(assoc);
   options.succs = static_cast<int>(succs);
@@ -375,20 +368,20 @@ UMLAB_REGISTER_POLICY(
              "DeepUM (ASPLOS '23): correlation prefetching with chaining, pre-eviction, "
              "invalidation of inactive allocator blocks",
              DeepUmParams(), [](const ParamMap& params) {
-               return MakeDeepUm(params, "deepum", /*pre_evict=*/true, /*invalidate=*/true);
+               return MakeDeepUm(params, /*pre_evict=*/true, /*invalidate=*/true);
              }});
 UMLAB_REGISTER_POLICY(
     deepum_prefetch,
     {"deepum-prefetch",
      "DeepUM ablation: correlation prefetching only (eviction as the driver does it)",
      DeepUmParams(), [](const ParamMap& params) {
-       return MakeDeepUm(params, "deepum-prefetch", /*pre_evict=*/false, /*invalidate=*/false);
+       return MakeDeepUm(params, /*pre_evict=*/false, /*invalidate=*/false);
      }});
 UMLAB_REGISTER_POLICY(
     deepum_preevict,
     {"deepum-preevict", "DeepUM ablation: correlation prefetching and pre-eviction",
      DeepUmParams(), [](const ParamMap& params) {
-       return MakeDeepUm(params, "deepum-preevict", /*pre_evict=*/true, /*invalidate=*/false);
+       return MakeDeepUm(params, /*pre_evict=*/true, /*invalidate=*/false);
      }});
 
 }  // namespace umlab

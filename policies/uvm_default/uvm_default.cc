@@ -204,37 +204,13 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeUvmDefault(const ParamMap& params) {
   const int64_t lapse_us = params.Int("lapse_us");
   const int64_t pin_lapses = params.Int("pin_lapses");
   options.max_pinned_fraction = params.Double("max_pinned_fraction");
-  if (options.threshold_percent < 1 || options.threshold_percent > 100) {
+  // Ranges are declared with the parameters below; a power of two is not a
+  // range, so big_page_kb's shape is checked here.
+  if ((big_page_kb & (big_page_kb - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "policy uvm-default: threshold=%d must be 1..100 (percent)", options.threshold_percent));
+        "policy uvm-default: big_page_kb=%d must be a power of two", big_page_kb));
   }
-  if (options.min_faults < 1 || options.min_faults > 20) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "policy uvm-default: min_faults=%d must be 1..20, as in the driver", options.min_faults));
-  }
-  const int64_t block_kb = static_cast<int64_t>(kBlockSize / 1024);
-  const int64_t page_kb = static_cast<int64_t>(kPageSize / 1024);
-  if (big_page_kb < page_kb || big_page_kb > block_kb || (big_page_kb & (big_page_kb - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "policy uvm-default: big_page_kb=%d must be a power of two from %d to %d",
-        big_page_kb, page_kb, block_kb));
-  }
-  options.big_page_pages = static_cast<int>(big_page_kb / page_kb);
-  if (options.thrashing_threshold < 1 || options.thrashing_threshold > 255) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "policy uvm-default: thrashing_threshold=%d must be 1..255",
-        options.thrashing_threshold));
-  }
-  if (lapse_us < 1 || pin_lapses < 1) {
-    return absl::InvalidArgumentError(
-        "policy uvm-default: lapse_us and pin_lapses must be at least 1");
-  }
-  if (!(options.max_pinned_fraction >= 0 && options.max_pinned_fraction < 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "policy uvm-default: max_pinned_fraction=%g must be in [0, 1): pinning every frame "
-        "would leave faults no victim",
-        options.max_pinned_fraction));
-  }
+  options.big_page_pages = static_cast<int>(big_page_kb / static_cast<int64_t>(kPageSize / 1024));
   options.lapse_ns = lapse_us * 1000;
   options.pin_ns = pin_lapses * options.lapse_ns;
   return std::make_unique<UvmDefaultPolicy>(options);
@@ -250,17 +226,25 @@ UMLAB_REGISTER_POLICY(
      {
          {"prefetch", ParamType::kBool, "true", "the tree prefetcher (uvm_perf_prefetch_enable)"},
          {"threshold", ParamType::kInt, "51",
-          "percent of a subtree resident or faulted before the rest is prefetched"},
-         {"min_faults", ParamType::kInt, "1", "faulted pages on a block before it prefetches"},
-         {"big_page_kb", ParamType::kInt, "64", "big-page size faults grow to, in KiB"},
+          "percent of a subtree resident or faulted before the rest is prefetched",
+          ParamRange::Closed(1, 100)},
+         {"min_faults", ParamType::kInt, "1", "faulted pages on a block before it prefetches",
+          ParamRange::Closed(1, 20)},  // the driver's bounds
+         {"big_page_kb", ParamType::kInt, "64", "big-page size faults grow to, in KiB (a power of two)",
+          ParamRange::Closed(kPageSize / 1024, kBlockSize / 1024)},
          {"thrashing", ParamType::kBool, "true", "thrashing detection and pinning"},
          {"thrashing_threshold", ParamType::kInt, "3",
-          "consecutive migrations of a page within a lapse that mean thrashing"},
-         {"lapse_us", ParamType::kInt, "500", "the thrashing lapse, in microseconds"},
+          "consecutive migrations of a page within a lapse that mean thrashing",
+          ParamRange::Closed(1, 255)},
+         {"lapse_us", ParamType::kInt, "500", "the thrashing lapse, in microseconds",
+          ParamRange::AtLeast(1)},
          {"pin_lapses", ParamType::kInt, "300",
-          "how long a thrashing block stays pinned, in lapses (150 ms by default)"},
+          "how long a thrashing block stays pinned, in lapses (150 ms by default)",
+          ParamRange::AtLeast(1)},
          {"max_pinned_fraction", ParamType::kDouble, "0.25",
-          "most device frames pinned at once (ours: keeps the fault path supplied)"},
+          "most device frames pinned at once (ours: keeps the fault path supplied); below 1, "
+          "since pinning every frame would leave faults no victim",
+          ParamRange::ClosedOpen(0, 1)},
      },
      MakeUvmDefault});
 

@@ -29,7 +29,9 @@ constexpr double kTokenZipfExponent = 1.0;
 
 std::vector<ParamInfo> BertParams(int default_batch) {
   std::vector<ParamInfo> params = TrainingParams(default_batch, 3, Optimizer::kAdam);
-  params.push_back({"seq", ParamType::kInt, "512", "tokens per sample (at most 512)"});
+  // At most the position table's rows.
+  params.push_back({"seq", ParamType::kInt, "512", "tokens per sample (at most 512)",
+                    ParamRange::Closed(1, kPositions)});
   return params;
 }
 
@@ -39,11 +41,10 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeBert(const BertSize& size,
   const std::string name = size.name;
   absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, name);
   if (!options.ok()) return options.status();
-  const absl::StatusOr<uint64_t> seq = SequenceLength(params, name, kPositions);
-  if (!seq.ok()) return seq.status();
+  const uint64_t seq = static_cast<uint64_t>(params.Int("seq"));
   return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
     const uint64_t b = g.options().batch;
-    const uint64_t t = *seq;
+    const uint64_t t = seq;
     const uint64_t c = size.hidden;
     const uint64_t rows = b * t;
     const uint64_t element = g.element_bytes();

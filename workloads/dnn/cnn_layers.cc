@@ -26,8 +26,10 @@ int ClassifierLoss(TrainingGraph& g, const std::string& fc_name, int x,
 
 std::vector<ParamInfo> ImageParams(int default_batch, Optimizer default_optimizer) {
   std::vector<ParamInfo> params = TrainingParams(default_batch, 3, default_optimizer);
-  params.push_back({"image", ParamType::kInt, "224", "image height and width in pixels"});
-  params.push_back({"classes", ParamType::kInt, "1000", "classifier outputs"});
+  params.push_back({"image", ParamType::kInt, "224", "image height and width in pixels",
+                    ParamRange::Closed(32, 4096)});
+  params.push_back(
+      {"classes", ParamType::kInt, "1000", "classifier outputs", ParamRange::Closed(1, 1'000'000)});
   return params;
 }
 

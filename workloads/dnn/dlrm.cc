@@ -37,7 +37,8 @@ constexpr double kPowerLaw = 1.1;
 std::vector<ParamInfo> DlrmParams() {
   std::vector<ParamInfo> params = TrainingParams(128 * 1024, 3, Optimizer::kSgd);
   params.push_back({"zipf", ParamType::kDouble, absl::StrCat(kPowerLaw),
-                    "power-law exponent of the embedding row popularity"});
+                    "power-law exponent of the embedding row popularity",
+                    ParamRange::OpenClosed(0, 10)});
   return params;
 }
 
@@ -60,10 +61,6 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeDlrm(const ParamMap& params,
   absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, "dlrm");
   if (!options.ok()) return options.status();
   const double zipf = params.Double("zipf");
-  if (!(zipf > 0) || zipf > 10) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("workload dlrm: zipf=%g is out of range; use (0, 10]", zipf));
-  }
   return MakeDnnWorkload("dlrm", *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
     const uint64_t b = g.options().batch;
     std::vector<EmbeddingLayer> tables;

@@ -30,7 +30,8 @@ constexpr double kTokenZipfExponent = 1.0;
 std::vector<ParamInfo> Gpt2Params() {
   std::vector<ParamInfo> params = TrainingParams(3, 3, Optimizer::kAdam);
   params.push_back({"seq", ParamType::kInt, absl::StrCat(kContext),
-                    "tokens per sample (at most the 1024-token context)"});
+                    "tokens per sample (at most the 1024-token context)",
+                    ParamRange::Closed(1, kContext)});
   return params;
 }
 
@@ -40,11 +41,10 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeGpt2(const Gpt2Size& size,
   const std::string name = size.name;
   absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, name);
   if (!options.ok()) return options.status();
-  const absl::StatusOr<uint64_t> seq = SequenceLength(params, name, kContext);
-  if (!seq.ok()) return seq.status();
+  const uint64_t seq = static_cast<uint64_t>(params.Int("seq"));
   return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
     const uint64_t b = g.options().batch;
-    const uint64_t t = *seq;
+    const uint64_t t = seq;
     const uint64_t c = size.hidden;
     const uint64_t rows = b * t;
     const EmbeddingLayer wte = g.MakeEmbedding("transformer.wte", kVocabulary, c);

@@ -214,12 +214,13 @@ std::vector<ParamInfo> MlpParams() {
   const MlpOptions defaults;
   return {
       {"layers", ParamType::kInt, absl::StrCat(defaults.layers),
-       "number of Linear+ReLU layers"},
+       "number of Linear+ReLU layers", ParamRange::Closed(1, kMaxLayers)},
       {"hidden", ParamType::kInt, absl::StrCat(defaults.hidden),
-       "width of every layer (input and output features)"},
-      {"batch", ParamType::kInt, absl::StrCat(defaults.batch), "samples per batch"},
+       "width of every layer (input and output features)", ParamRange::Closed(1, kMaxHidden)},
+      {"batch", ParamType::kInt, absl::StrCat(defaults.batch), "samples per batch",
+       ParamRange::Closed(1, kMaxBatch)},
       {"iterations", ParamType::kInt, absl::StrCat(defaults.iterations),
-       "training iterations"},
+       "training iterations", ParamRange::Closed(1, 1'000'000'000)},
       {"precision", ParamType::kString, PrecisionName(defaults.precision),
        "element type of every tensor: fp32, fp16 or bf16 (half types use tensor "
        "cores for GEMMs)"},
@@ -230,26 +231,11 @@ std::vector<ParamInfo> MlpParams() {
 
 absl::StatusOr<MlpOptions> MlpOptionsFromParams(const ParamMap& params) {
   MlpOptions options;
-  struct IntParam {
-    const char* name;
-    int64_t low, high;
-    int* target;
-  };
-  const IntParam ints[] = {
-      {"layers", 1, kMaxLayers, &options.layers},
-      {"hidden", 1, kMaxHidden, &options.hidden},
-      {"batch", 1, kMaxBatch, &options.batch},
-      {"iterations", 1, 1'000'000'000, &options.iterations},
-  };
-  for (const IntParam& p : ints) {
-    const int64_t value = params.Int(p.name);
-    if (value < p.low || value > p.high) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("workload mlp: %s=%d is out of range; use %d to %d", p.name,
-                          value, p.low, p.high));
-    }
-    *p.target = static_cast<int>(value);
-  }
+  // MlpParams' ranges keep each within int.
+  options.layers = static_cast<int>(params.Int("layers"));
+  options.hidden = static_cast<int>(params.Int("hidden"));
+  options.batch = static_cast<int>(params.Int("batch"));
+  options.iterations = static_cast<int>(params.Int("iterations"));
   const std::string& precision = params.String("precision");
   if (precision == "fp32") {
     options.precision = MlpPrecision::kFp32;

@@ -28,11 +28,6 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeResnet(const ResnetDepth& depth,
   if (!options.ok()) return options.status();
   const int64_t image = params.Int("image");
   const int64_t classes = params.Int("classes");
-  if (image < 32 || image > 4096 || classes < 1 || classes > 1'000'000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: image=%d must be 32 to 4096 and classes=%d 1 to 1000000", name, image,
-        classes));
-  }
   return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
     const uint64_t b = g.options().batch;
     ImageShape shape{b, 3, static_cast<uint64_t>(image), static_cast<uint64_t>(image)};

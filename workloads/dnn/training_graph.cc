@@ -34,9 +34,10 @@ const char* OptimizerName(Optimizer optimizer) {
 std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
                                       Optimizer default_optimizer) {
   return {
-      {"batch", ParamType::kInt, absl::StrCat(default_batch), "samples per batch"},
+      {"batch", ParamType::kInt, absl::StrCat(default_batch), "samples per batch",
+       ParamRange::Closed(1, 1 << 24)},
       {"iterations", ParamType::kInt, absl::StrCat(default_iterations),
-       "training iterations"},
+       "training iterations", ParamRange::Closed(1, 1'000'000)},
       {"precision", ParamType::kString, "fp32",
        "element type of every floating-point tensor: fp32, fp16 or bf16 (model.half(): "
        "no fp32 master copy; half types run matrix products at the tensor-core peak)"},
@@ -49,19 +50,9 @@ std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
 absl::StatusOr<TrainingOptions> TrainingOptionsFromParams(const ParamMap& params,
                                                           const std::string& workload) {
   TrainingOptions options;
-  const int64_t batch = params.Int("batch");
-  const int64_t iterations = params.Int("iterations");
-  if (batch < 1 || batch > (1 << 24)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: batch=%d is out of range; use 1 to %d", workload, batch, 1 << 24));
-  }
-  if (iterations < 1 || iterations > 1'000'000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: iterations=%d is out of range; use 1 to 1000000", workload,
-        iterations));
-  }
-  options.batch = static_cast<int>(batch);
-  options.iterations = static_cast<int>(iterations);
+  // TrainingParams' ranges keep both within int.
+  options.batch = static_cast<int>(params.Int("batch"));
+  options.iterations = static_cast<int>(params.Int("iterations"));
   const std::string& precision = params.String("precision");
   if (precision == "fp32") {
     options.precision = Precision::kFp32;

@@ -51,14 +51,4 @@ int TransformerLayer(TrainingGraph& g, const std::string& prefix, const Transfor
   return x;
 }
 
-absl::StatusOr<uint64_t> SequenceLength(const ParamMap& params, const std::string& workload,
-                                        uint64_t max_tokens) {
-  const int64_t seq = params.Int("seq");
-  if (seq < 1 || seq > static_cast<int64_t>(max_tokens)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: seq=%d is out of range; use 1 to %d", workload, seq, max_tokens));
-  }
-  return static_cast<uint64_t>(seq);
-}
-
 }  // namespace umlab

@@ -33,11 +33,6 @@ struct TransformerShape {
   double attn_dropout = 0;  // attention-probability dropout
 };
 
-// The `seq` parameter of a transformer workload (tokens per sample),
-// checked against the most the model's position table holds.
-absl::StatusOr<uint64_t> SequenceLength(const ParamMap& params, const std::string& workload,
-                                        uint64_t max_tokens);
-
 // One layer named `prefix` (e.g. "h.3"): allocates its parameters and
 // appends its forward ops. Consumes `x` [batch, seq, hidden]; returns the
 // layer output.

@@ -188,15 +188,6 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeG10(const ParamMap& params, const 
   const int64_t batch = params.Int("batch");
   const int64_t iterations = params.Int("iterations");
   const int64_t border = params.Int("border");
-  if (batch <= 0 || batch > (1 << 20)) {
-    return absl::InvalidArgumentError("workload g10: batch must be in 1..1048576");
-  }
-  if (iterations <= 0 || iterations > 1000000) {
-    return absl::InvalidArgumentError("workload g10: iterations must be in 1..1000000");
-  }
-  if (border < 0 || border > (1 << 30)) {
-    return absl::InvalidArgumentError("workload g10: border must be >= 0 (0: by model name)");
-  }
   absl::StatusOr<G10Model> model =
       LoadG10Model(params.String("dir"), params.String("model"), static_cast<int>(batch),
                    static_cast<int>(border));
@@ -236,14 +227,17 @@ UMLAB_REGISTER_WORKLOAD(
           "times; static layout (transformer graphs such as BERT_Base at batch 256, CNN graphs "
           "such as ResNet152 at batch 1280)",
           {{"model", ParamType::kString, "BERT_Base", "G10 model name (frontend/Nets/NAME.txt)"},
-           {"batch", ParamType::kInt, "256", "batch size; G10 must ship cudnn<B>*.txt for it"},
+           {"batch", ParamType::kInt, "256", "batch size; G10 must ship cudnn<B>*.txt for it",
+            ParamRange::Closed(1, 1 << 20)},
            {"dir", ParamType::kString, kDefaultG10Dir,
             "G10 data directory (frontend/, results/); the default is relative to the "
             "working directory"},
-           {"iterations", ParamType::kInt, "2", "training iterations"},
+           {"iterations", ParamType::kInt, "2", "training iterations",
+            ParamRange::Closed(1, 1'000'000)},
            {"border", ParamType::kInt, "0",
             "transformer graphs: ids below it are global; 0: G10's value for the model (BERT "
-            "210, ViT 184). CNN graphs take none: their weights are global"}},
+            "210, ViT 184). CNN graphs take none: their weights are global",
+            ParamRange::Closed(0, 1 << 30)}},
           MakeG10});
 
 }  // namespace umlab

@@ -60,15 +60,9 @@ class PatternWorkload : public Workload {
   std::shared_ptr<const TensorProgram> program_;
 };
 
-// Reads an integer parameter in [low, high].
-absl::StatusOr<uint64_t> Positive(const ParamMap& params, const char* workload,
-                                  const char* name, int64_t low, int64_t high) {
-  const int64_t value = params.Int(name);
-  if (value < low || value > high) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: %s=%d is out of range; use %d to %d", workload, name, value, low, high));
-  }
-  return static_cast<uint64_t>(value);
+// Reads a count parameter; its declared range (at least 1) makes it unsigned.
+uint64_t Count(const ParamMap& params, const char* name) {
+  return static_cast<uint64_t>(params.Int(name));
 }
 
 // The shared skeleton: arrays allocated and initialised in setup, the
@@ -77,11 +71,9 @@ template <typename Body>
 absl::StatusOr<std::unique_ptr<Workload>> Build(const char* name, const ParamMap& params,
                                                 const ComputeSpec& spec, std::string summary,
                                                 Body body) {
-  absl::StatusOr<uint64_t> iterations = Positive(params, name, "iterations", 1, 1'000'000);
-  if (!iterations.ok()) return iterations.status();
   auto program = std::make_shared<TensorProgram>();
   program->workload = name;
-  program->iterations = static_cast<int>(*iterations);
+  program->iterations = static_cast<int>(params.Int("iterations"));  // Iterations()'s range
   TensorProgramBuilder build(*program, spec);
   auto array = [&](const std::string& array_name, uint64_t bytes) {
     build.IntoSetup();
@@ -95,21 +87,21 @@ absl::StatusOr<std::unique_ptr<Workload>> Build(const char* name, const ParamMap
 }
 
 ParamInfo Iterations() {
-  return {"iterations", ParamType::kInt, "3", "repetitions of the pattern's kernels"};
+  return {"iterations", ParamType::kInt, "3", "repetitions of the pattern's kernels",
+          ParamRange::Closed(1, 1'000'000)};
 }
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeStream(const ParamMap& params,
                                                      const ComputeSpec& spec) {
-  absl::StatusOr<uint64_t> n = Positive(params, "stream", "elements", 1, 1ll << 36);
-  if (!n.ok()) return n.status();
-  const uint64_t bytes = *n * 8;
+  const uint64_t n = Count(params, "elements");
+  const uint64_t bytes = n * 8;
   return Build("stream", params, spec,
-               absl::StrFormat("STREAM copy/scale/add/triad over 3 x %d fp64 elements", *n),
+               absl::StrFormat("STREAM copy/scale/add/triad over 3 x %d fp64 elements", n),
                [&](TensorProgramBuilder& b, auto array) -> absl::Status {
                  const int x = array("a", bytes), y = array("b", bytes), z = array("c", bytes);
                  b.IntoIteration();
                  b.IterationBegin();
-                 const double e = static_cast<double>(*n);
+                 const double e = static_cast<double>(n);
                  b.Launch("stream_copy", 0, false, {{x, kRead}, {z, kWrite}});
                  b.Launch("stream_scale", e, false, {{z, kRead}, {y, kWrite}});
                  b.Launch("stream_add", e, false, {{x, kRead}, {y, kRead}, {z, kWrite}});
@@ -120,30 +112,28 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeStream(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeStencil(const ParamMap& params,
                                                       const ComputeSpec& spec) {
-  absl::StatusOr<uint64_t> n = Positive(params, "stencil2d", "n", 4, 1 << 20);
-  absl::StatusOr<uint64_t> band = Positive(params, "stencil2d", "band", 1, 1 << 20);
-  if (!n.ok()) return n.status();
-  if (!band.ok()) return band.status();
-  const uint64_t row = *n * 8;
+  const uint64_t n = Count(params, "n");
+  const uint64_t band = Count(params, "band");
+  const uint64_t row = n * 8;
   return Build(
       "stencil2d", params, spec,
       absl::StrFormat("Jacobi 5-point sweeps over a %dx%d fp64 grid, bands of %d rows with "
                       "one halo row each side, two sweeps (ping-pong) per iteration",
-                      *n, *n, *band),
+                      n, n, band),
       [&](TensorProgramBuilder& b, auto array) -> absl::Status {
-        const int grids[2] = {array("grid0", *n * row), array("grid1", *n * row)};
+        const int grids[2] = {array("grid0", n * row), array("grid1", n * row)};
         b.IntoIteration();
         b.IterationBegin();
         for (int sweep = 0; sweep < 2; ++sweep) {
           const int src = grids[sweep], dst = grids[1 - sweep];
           std::vector<KernelAccess> accesses;
-          for (uint64_t r0 = 0; r0 < *n; r0 += *band) {
-            const uint64_t r1 = std::min(*n, r0 + *band);
-            const uint64_t lo = r0 == 0 ? 0 : r0 - 1, hi = std::min(*n, r1 + 1);
+          for (uint64_t r0 = 0; r0 < n; r0 += band) {
+            const uint64_t r1 = std::min(n, r0 + band);
+            const uint64_t lo = r0 == 0 ? 0 : r0 - 1, hi = std::min(n, r1 + 1);
             accesses.push_back({src, kRead, lo * row, (hi - lo) * row});
             accesses.push_back({dst, kWrite, r0 * row, (r1 - r0) * row});
           }
-          const double points = static_cast<double>(*n) * static_cast<double>(*n);
+          const double points = static_cast<double>(n) * static_cast<double>(n);
           b.Launch(absl::StrCat("jacobi_sweep_", sweep), 5 * points, false,
                    std::move(accesses), 16 * points);
         }
@@ -153,21 +143,20 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeStencil(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeGemm(const ParamMap& params,
                                                    const ComputeSpec& spec) {
-  absl::StatusOr<uint64_t> n = Positive(params, "gemm", "n", 1, 1 << 18);
-  absl::StatusOr<uint64_t> tile = Positive(params, "gemm", "tile", 1, 1 << 18);
-  if (!n.ok()) return n.status();
-  if (!tile.ok()) return tile.status();
-  if (*n % *tile != 0) {
+  const uint64_t n = Count(params, "n");
+  const uint64_t tile = Count(params, "tile");
+  // n and tile each have a range; that one divides the other is checked here.
+  if (n % tile != 0) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("workload gemm: n=%d must be a multiple of tile=%d", *n, *tile));
+        absl::StrFormat("workload gemm: n=%d must be a multiple of tile=%d", n, tile));
   }
-  const uint64_t tiles = *n / *tile, tile_bytes = *tile * *tile * 4;
+  const uint64_t tiles = n / tile, tile_bytes = tile * tile * 4;
   return Build(
       "gemm", params, spec,
-      absl::StrFormat("C = A B, %dx%d fp32 in %dx%d tiles (blocked layout)", *n, *n, *tile,
-                      *tile),
+      absl::StrFormat("C = A B, %dx%d fp32 in %dx%d tiles (blocked layout)", n, n, tile,
+                      tile),
       [&](TensorProgramBuilder& b, auto array) -> absl::Status {
-        const uint64_t bytes = *n * *n * 4;
+        const uint64_t bytes = n * n * 4;
         const int a = array("A", bytes), m = array("B", bytes), c = array("C", bytes);
         b.IntoIteration();
         b.IterationBegin();
@@ -182,7 +171,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeGemm(const ParamMap& params,
             accesses.push_back({c, kWrite, at(i, j), tile_bytes});
           }
         }
-        const double nd = static_cast<double>(*n);
+        const double nd = static_cast<double>(n);
         b.Launch("sgemm_tiled", 2 * nd * nd * nd, false, std::move(accesses), 3 * nd * nd * 4);
         return absl::OkStatus();
       });
@@ -190,24 +179,21 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeGemm(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeGather(const ParamMap& params,
                                                      const ComputeSpec& spec) {
-  absl::StatusOr<uint64_t> rows = Positive(params, "gather", "rows", 1, 1ll << 36);
-  absl::StatusOr<uint64_t> row_bytes = Positive(params, "gather", "row_bytes", 1, 1 << 20);
-  absl::StatusOr<uint64_t> lookups = Positive(params, "gather", "lookups", 1, 1 << 26);
-  for (const auto* v : {&rows, &row_bytes, &lookups}) {
-    if (!v->ok()) return v->status();
-  }
+  const uint64_t rows = Count(params, "rows");
+  const uint64_t row_bytes = Count(params, "row_bytes");
+  const uint64_t lookups = Count(params, "lookups");
   return Build(
       "gather", params, spec,
       absl::StrFormat("y[i] = table[idx[i]]: %d uniform lookups of %d-byte rows in a %d-row "
                       "table",
-                      *lookups, *row_bytes, *rows),
+                      lookups, row_bytes, rows),
       [&](TensorProgramBuilder& b, auto array) -> absl::Status {
-        const int table = array("table", *rows * *row_bytes);
-        const int idx = array("idx", *lookups * 8);
-        const int y = array("y", *lookups * *row_bytes);
+        const int table = array("table", rows * row_bytes);
+        const int idx = array("idx", lookups * 8);
+        const int y = array("y", lookups * row_bytes);
         KernelAccess gathered{table, kRead};
-        gathered.gather = b.Gather(GatherSpec{GatherKind::kUniform, *rows, *row_bytes,
-                                              *lookups, 0, static_cast<uint64_t>(params.Int("seed"))});
+        gathered.gather = b.Gather(GatherSpec{GatherKind::kUniform, rows, row_bytes,
+                                              lookups, 0, static_cast<uint64_t>(params.Int("seed"))});
         b.IntoIteration();
         b.IterationBegin();
         b.Launch("gather_rows", 0, false, {{idx, kRead}, gathered, {y, kWrite}});
@@ -217,19 +203,17 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeGather(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeGraph(const ParamMap& params,
                                                     const ComputeSpec& spec) {
-  absl::StatusOr<uint64_t> nodes = Positive(params, "graph", "nodes", 1, 1ll << 34);
-  absl::StatusOr<uint64_t> steps = Positive(params, "graph", "steps", 1, 1 << 26);
-  if (!nodes.ok()) return nodes.status();
-  if (!steps.ok()) return steps.status();
+  const uint64_t nodes = Count(params, "nodes");
+  const uint64_t steps = Count(params, "steps");
   constexpr uint64_t kNodeBytes = 64;  // next pointer, key, payload: one cache line
   return Build(
       "graph", params, spec,
       absl::StrFormat("pointer chase: %d steps over %d 64-byte nodes in random cyclic order",
-                      *steps, *nodes),
+                      steps, nodes),
       [&](TensorProgramBuilder& b, auto array) -> absl::Status {
-        const int graph = array("nodes", *nodes * kNodeBytes);
+        const int graph = array("nodes", nodes * kNodeBytes);
         KernelAccess chase{graph, kRead};
-        chase.gather = b.Gather(GatherSpec{GatherKind::kChase, *nodes, kNodeBytes, *steps, 0,
+        chase.gather = b.Gather(GatherSpec{GatherKind::kChase, nodes, kNodeBytes, steps, 0,
                                            static_cast<uint64_t>(params.Int("seed"))});
         b.IntoIteration();
         b.IterationBegin();
@@ -246,29 +230,38 @@ ParamInfo Seed() { return {"seed", ParamType::kInt, "1", "seed of the random ord
 
 UMLAB_REGISTER_WORKLOAD(stream, {"stream", "STREAM copy/scale/add/triad (sequential)",
                                  {{"elements", ParamType::kInt, "134217728",
-                                   "fp64 elements per array (1 GiB each by default)"},
+                                   "fp64 elements per array (1 GiB each by default)",
+                                   ParamRange::Closed(1, 1ll << 36)},
                                   Iterations()},
                                  MakeStream});
 UMLAB_REGISTER_WORKLOAD(stencil2d, {"stencil2d", "2D Jacobi stencil with halo rows",
-                                    {{"n", ParamType::kInt, "16384", "grid side (fp64)"},
+                                    {{"n", ParamType::kInt, "16384", "grid side (fp64)",
+                                      ParamRange::Closed(4, 1 << 20)},
                                      {"band", ParamType::kInt, "64",
-                                      "rows per thread-block band"},
+                                      "rows per thread-block band", ParamRange::Closed(1, 1 << 20)},
                                      Iterations()},
                                     MakeStencil});
 UMLAB_REGISTER_WORKLOAD(gemm, {"gemm", "tiled GEMM (blocked layout)",
-                               {{"n", ParamType::kInt, "16384", "matrix side (fp32)"},
-                                {"tile", ParamType::kInt, "1024", "tile side"},
+                               {{"n", ParamType::kInt, "16384", "matrix side (fp32)",
+                                 ParamRange::Closed(1, 1 << 18)},
+                                {"tile", ParamType::kInt, "1024", "tile side (divides n)",
+                                 ParamRange::Closed(1, 1 << 18)},
                                 Iterations()},
                                MakeGemm});
 UMLAB_REGISTER_WORKLOAD(gather, {"gather", "random row gather (irregular)",
-                                 {{"rows", ParamType::kInt, "16777216", "table rows"},
-                                  {"row_bytes", ParamType::kInt, "256", "bytes per row"},
-                                  {"lookups", ParamType::kInt, "1048576", "rows per kernel"},
+                                 {{"rows", ParamType::kInt, "16777216", "table rows",
+                                   ParamRange::Closed(1, 1ll << 36)},
+                                  {"row_bytes", ParamType::kInt, "256", "bytes per row",
+                                   ParamRange::Closed(1, 1 << 20)},
+                                  {"lookups", ParamType::kInt, "1048576", "rows per kernel",
+                                   ParamRange::Closed(1, 1 << 26)},
                                   Seed(), Iterations()},
                                  MakeGather});
 UMLAB_REGISTER_WORKLOAD(graph, {"graph", "pointer-chasing traversal (dependent, irregular)",
-                                {{"nodes", ParamType::kInt, "33554432", "64-byte nodes"},
-                                 {"steps", ParamType::kInt, "1048576", "steps per kernel"},
+                                {{"nodes", ParamType::kInt, "33554432", "64-byte nodes",
+                                  ParamRange::Closed(1, 1ll << 34)},
+                                 {"steps", ParamType::kInt, "1048576", "steps per kernel",
+                                  ParamRange::Closed(1, 1 << 26)},
                                  Seed(), Iterations()},
                                 MakeGraph});
 

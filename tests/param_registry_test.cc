@@ -1,0 +1,213 @@
+// Parameter ranges, the registries' uniqueness and traits, and the device
+// preset registry.
+#include <string>
+#include <vector>
+
+#include "core/backend_registry.h"
+#include "core/param_map.h"
+#include "core/policy.h"
+#include "emu/device_presets.h"
+#include "gtest/gtest.h"
+#include "workloads/workload.h"
+
+namespace umlab {
+namespace {
+
+TEST(ParamRangeTest, ContainsHonoursOpenAndClosedEnds) {
+  const ParamRange closed = ParamRange::Closed(1, 64);
+  EXPECT_FALSE(closed.Contains(0));
+  EXPECT_TRUE(closed.Contains(1));
+  EXPECT_TRUE(closed.Contains(64));
+  EXPECT_FALSE(closed.Contains(65));
+  const ParamRange half_open = ParamRange::ClosedOpen(0, 1);
+  EXPECT_TRUE(half_open.Contains(0));
+  EXPECT_TRUE(half_open.Contains(0.999));
+  EXPECT_FALSE(half_open.Contains(1));
+  EXPECT_FALSE(ParamRange::Positive().Contains(0));
+  EXPECT_TRUE(ParamRange::Positive().Contains(1e-9));
+  EXPECT_TRUE(ParamRange::AtLeast(0).Contains(0));
+  EXPECT_FALSE(ParamRange::AtLeast(0).Contains(-1e-9));
+  EXPECT_TRUE(ParamRange{}.Contains(-1e300));
+  EXPECT_FALSE(ParamRange{}.bounded());
+  EXPECT_TRUE(ParamRange::AtLeast(0).bounded());
+}
+
+TEST(ParamRangeTest, PrintsIntervalNotation) {
+  EXPECT_EQ(ParamRange::Closed(1, 4194304).ToString(), "[1, 4194304]");
+  EXPECT_EQ(ParamRange::OpenClosed(0, 10).ToString(), "(0, 10]");
+  EXPECT_EQ(ParamRange::ClosedOpen(0, 1).ToString(), "[0, 1)");
+  EXPECT_EQ(ParamRange::Positive().ToString(), "(0, inf)");
+  EXPECT_EQ(ParamRange::AtLeast(0.5).ToString(), "[0.5, inf)");
+}
+
+const std::vector<ParamInfo>& Declared() {
+  static const std::vector<ParamInfo>* declared = new std::vector<ParamInfo>{
+      {"rows", ParamType::kInt, "2048", "rows", ParamRange::Closed(1, 1 << 22)},
+      {"fraction", ParamType::kDouble, "0.25", "fraction", ParamRange::ClosedOpen(0, 1)},
+      {"size", ParamType::kBytes, "64KiB", "size", ParamRange::Closed(4096, 2 << 20)},
+      {"free", ParamType::kInt, "-5", "unbounded"},
+  };
+  return *declared;
+}
+
+TEST(ParamMapRangeTest, AcceptsValuesInRange) {
+  absl::StatusOr<ParamMap> params =
+      ParamMap::Resolve(Declared(), "rows=1,fraction=0,size=2MiB,free=-99", "policy test");
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->Int("rows"), 1);
+  EXPECT_EQ(params->Double("fraction"), 0);
+  EXPECT_EQ(params->Bytes("size"), 2u << 20);
+  EXPECT_EQ(params->Int("free"), -99);
+}
+
+TEST(ParamMapRangeTest, RejectsValuesOutOfRangeWithOneLine) {
+  struct Case {
+    const char* overrides;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"rows=0", "policy test: parameter rows=0 is out of range; allowed: [1, 4194304]"},
+           Case{"rows=4194305",
+                "policy test: parameter rows=4194305 is out of range; allowed: [1, 4194304]"},
+           Case{"fraction=1",
+                "policy test: parameter fraction=1 is out of range; allowed: [0, 1)"},
+           Case{"size=4MiB",
+                "policy test: parameter size=4MiB is out of range; allowed: [4096, 2097152]"},
+       }) {
+    absl::StatusOr<ParamMap> params = ParamMap::Resolve(Declared(), c.overrides, "policy test");
+    ASSERT_FALSE(params.ok()) << c.overrides;
+    EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(params.status().message(), c.message);
+  }
+}
+
+TEST(ParamMapRangeTest, RejectsADefaultOutsideItsOwnRange) {
+  const std::vector<ParamInfo> bad = {
+      {"n", ParamType::kInt, "0", "kernels", ParamRange::Closed(1, 8)}};
+  absl::StatusOr<ParamMap> params = ParamMap::Resolve(bad, "", "workload test");
+  ASSERT_FALSE(params.ok());
+  EXPECT_EQ(params.status().message(),
+            "workload test: parameter n=0 is out of range; allowed: [1, 8]");
+}
+
+// Every declared default resolves (so lies in its own range), and only
+// numeric parameters carry a range.
+void ExpectDefaultsValid(const std::string& owner, const std::vector<ParamInfo>& params) {
+  absl::StatusOr<ParamMap> resolved = ParamMap::Resolve(params, "", owner);
+  EXPECT_TRUE(resolved.ok()) << owner << ": " << resolved.status();
+  for (const ParamInfo& p : params) {
+    if (p.type == ParamType::kBool || p.type == ParamType::kString) {
+      EXPECT_FALSE(p.range.bounded()) << owner << " " << p.name << " is not a number";
+    }
+  }
+}
+
+TEST(RegistryRangesTest, EveryRegisteredDefaultLiesInItsRange) {
+  size_t checked = 0;
+  for (const auto* entry : Policies().Entries()) {
+    ExpectDefaultsValid("policy " + entry->name, entry->params);
+    ++checked;
+  }
+  for (const auto* entry : Workloads().Entries()) {
+    ExpectDefaultsValid("workload " + entry->name, entry->params);
+    ++checked;
+  }
+  for (const auto* entry : Backends().Entries()) {
+    ExpectDefaultsValid("backend " + entry->name, entry->params);
+    ++checked;
+  }
+  for (const DevicePresetEntry* entry : DevicePresets().Entries()) {
+    ExpectDefaultsValid("device " + entry->name,
+                        DeviceParams(*DevicePreset(entry->name)));
+    ++checked;
+  }
+  // The policies (5), workloads (20), backends (sim at least) and presets (3).
+  EXPECT_GE(checked, 5u + 20u + 1u + 3u);
+}
+
+TEST(RegistryRangesTest, FactoriesNoLongerSeeOutOfRangeValues) {
+  absl::StatusOr<std::unique_ptr<Policy>> policy = Policies().Create("deepum:assoc=65");
+  ASSERT_FALSE(policy.ok());
+  EXPECT_EQ(policy.status().message(),
+            "policy deepum: parameter assoc=65 is out of range; allowed: [1, 64]");
+  absl::StatusOr<std::unique_ptr<Workload>> workload =
+      Workloads().Create("dlrm:zipf=0", ComputeSpec{});
+  ASSERT_FALSE(workload.ok());
+  EXPECT_EQ(workload.status().message(),
+            "workload dlrm: parameter zipf=0 is out of range; allowed: (0, 10]");
+  absl::StatusOr<DeviceConfig> device =
+      ApplyDeviceOverrides(*DevicePreset("h200"), "fault_latency_us=-1");
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().message(),
+            "device h200: parameter fault_latency_us=-1 is out of range; allowed: [0, inf)");
+}
+
+TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
+  EXPECT_EQ(DevicePresets().Names(), "a100-pcie4, h200, v100-pcie3");
+  absl::StatusOr<DeviceConfig> h200 = DevicePreset("h200");
+  ASSERT_TRUE(h200.ok());
+  EXPECT_EQ(h200->name, "h200");
+  EXPECT_EQ(h200->link.h2d_bytes_per_second, 14.9e9);
+  EXPECT_EQ(h200->link.d2h_bytes_per_second, 12.3e9);
+  EXPECT_EQ(h200->link.latency_ns, 10000);
+  EXPECT_EQ(h200->fault_latency_ns, 20000);
+  EXPECT_EQ(h200->compute.sm_count, 132);
+  EXPECT_EQ(h200->fault_batch_size, 256);  // DeviceConfig's default
+  absl::StatusOr<DeviceConfig> v100 = DevicePreset("v100-pcie3");
+  ASSERT_TRUE(v100.ok());
+  EXPECT_EQ(v100->link.h2d_bytes_per_second, 15.754e9);
+  EXPECT_EQ(v100->fault_latency_ns, 45000);
+  EXPECT_EQ(v100->compute.sm_count, 80);
+  absl::StatusOr<DeviceConfig> unknown = DevicePreset("b200");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "unknown device 'b200'; presets: a100-pcie4, h200, v100-pcie3");
+  for (const DevicePresetEntry* entry : DevicePresets().Entries()) {
+    EXPECT_FALSE(entry->description.empty()) << entry->name;
+  }
+}
+
+TEST(BackendTraitsTest, OnlyVirtualTimeBackendsRunInParallel) {
+  const BackendRegistry::Entry* sim = Backends().Find("sim");
+  ASSERT_NE(sim, nullptr);
+  EXPECT_TRUE(sim->traits.parallel_runs);
+  for (const char* real_time : {"uffd", "cuda"}) {
+    if (const BackendRegistry::Entry* entry = Backends().Find(real_time)) {
+      EXPECT_FALSE(entry->traits.parallel_runs) << real_time;
+    }
+  }
+  EXPECT_FALSE(BackendTraits{}.parallel_runs) << "a new backend must opt in";
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> NoPolicy(const ParamMap&) {
+  return absl::UnimplementedError("never made");
+}
+
+// Outside the macros: their arguments cannot hold unparenthesised commas.
+void RegisterPolicyTwice() {
+  PolicyRegistry registry("policy");
+  registry.Register({"twice", "first", {}, NoPolicy});
+  registry.Register({"twice", "second", {}, NoPolicy});
+}
+
+void RegisterPresetTwice() {
+  NamedIndex<DevicePresetEntry> presets("device preset");
+  presets.Add({"h200", "first", DeviceConfig{}});
+  presets.Add({"h200", "second", DeviceConfig{}});
+}
+
+TEST(RegistryDeathTest, DuplicateNameAbortsNamingKindAndName) {
+  EXPECT_DEATH(RegisterPolicyTwice(),
+               "umlab: policy 'twice' is registered twice; each name must be unique");
+  EXPECT_DEATH(RegisterPresetTwice(), "umlab: device preset 'h200' is registered twice");
+}
+
+TEST(RegistryDeathTest, DistinctNamesRegister) {
+  PolicyRegistry registry("policy");
+  EXPECT_TRUE(registry.Register({"one", "first", {}, NoPolicy}));
+  EXPECT_TRUE(registry.Register({"two", "second", {}, NoPolicy}));
+  EXPECT_EQ(registry.Names(), "one, two");
+}
+
+}  // namespace
+}  // namespace umlab

@@ -313,7 +313,7 @@ class TensorProgramSource final : public EventSource {
 
   void Launch(int kernel_index) {
     const KernelSpec& kernel = program_->kernels[kernel_index];
-    // Execution ids start at 1, one per distinct kernel, in order of first launch.
+    // Execution ids start at 1: the kernel's index in the program, plus one.
     KernelEmitter emitter(pending_, static_cast<uint32_t>(kernel_index) + 1, kernel.duration_ns,
                           defined_[kernel_index] ? nullptr : &kernel.name);
     defined_[kernel_index] = true;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/byte_size.h"
 #include "workloads/allocator/caching_allocator.h"
+#include "workloads/kernel_emitter.h"
 
 namespace umlab {
 
@@ -312,21 +313,10 @@ class TensorProgramSource final : public EventSource {
 
   void Launch(int kernel_index) {
     const KernelSpec& kernel = program_->kernels[kernel_index];
-    const uint32_t exec_id = static_cast<uint32_t>(kernel_index) + 1;
-    Event event;
-    event.exec_id = exec_id;
-    if (!defined_[kernel_index]) {
-      defined_[kernel_index] = true;
-      event.kind = EventKind::kKernelDefine;
-      event.name = kernel.name;
-      pending_.push_back(event);
-      event.name.clear();
-    }
-    event.kind = EventKind::kKernelBegin;
-    event.duration_ns = kernel.duration_ns;
-    pending_.push_back(event);
-    event.duration_ns = 0;
-    event.kind = EventKind::kAccess;
+    // Execution ids start at 1: the kernel's index in the program, plus one.
+    KernelEmitter emitter(pending_, static_cast<uint32_t>(kernel_index) + 1, kernel.duration_ns,
+                          defined_[kernel_index] ? nullptr : &kernel.name);
+    defined_[kernel_index] = true;
     for (const KernelAccess& access : kernel.accesses) {
       const TensorSpec& tensor = program_->tensors[access.tensor];
       const uint64_t base = addresses_[access.tensor];
@@ -334,24 +324,16 @@ class TensorProgramSource final : public EventSource {
         return Fail(tensor, absl::InternalError(absl::StrCat(
                                 "kernel ", kernel.name, " touches it while it is free")));
       }
-      event.access = access.access;
       if (access.gather >= 0) {
         for (const auto& [offset, size] : Draws(access.gather)) {
-          event.address = base + offset;
-          event.size = std::min(size, tensor.bytes - offset);
-          pending_.push_back(event);
+          emitter.Access(access.access, base + offset, std::min(size, tensor.bytes - offset));
         }
         continue;
       }
-      event.address = base + access.offset;
-      event.size = access.size != 0 ? access.size : tensor.bytes - access.offset;
-      pending_.push_back(event);
+      emitter.Access(access.access, base + access.offset,
+                     access.size != 0 ? access.size : tensor.bytes - access.offset);
     }
-    event.kind = EventKind::kKernelEnd;
-    event.access = AccessType::kRead;
-    event.address = 0;
-    event.size = 0;
-    pending_.push_back(std::move(event));
+    emitter.End();
   }
 
   // One gather is read by several kernels of an iteration (an embedding's

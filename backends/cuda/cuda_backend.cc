@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/cuda/touch_kernel.h"
 #include "core/backend_registry.h"
+#include "core/kernel_assembler.h"
 
 namespace umlab::cuda {
 namespace {
@@ -112,11 +113,25 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   start_ = std::chrono::steady_clock::now();
   bins_.assign(1, Bin{});
 
-  Event event;
-  Event begin;
-  bool in_kernel = false;
-  while (program.Next(event)) {
-    if (!event.IsProgramEvent()) continue;
+  KernelAssembler assembler(program);
+  while (assembler.Next()) {
+    if (assembler.is_kernel()) {
+      if (recorder_ != nullptr) {
+        for (const Event& event : assembler.kernel_events()) recorder_->Record(event);
+      }
+      ranges_.clear();
+      for (const Event& access : assembler.accesses()) {
+        ranges_.push_back(
+            AccessRange{access.address, access.size, access.access != AccessType::kRead});
+      }
+      const Event& begin = assembler.kernel_begin();
+      current_exec_id_ = begin.exec_id;
+      if (absl::Status s = ExecuteKernel(begin, assembler.kernel_end()); !s.ok()) return s;
+      current_exec_id_ = 0;
+      if (!error_.ok()) return error_;
+      continue;
+    }
+    const Event& event = assembler.event();
     if (recorder_ != nullptr) recorder_->Record(event);
     switch (event.kind) {
       case EventKind::kAlloc:
@@ -134,33 +149,13 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
         bins_.push_back(Bin{});
         engine.OnProgramEvent(event);
         break;
-      case EventKind::kKernelBegin:
-        if (in_kernel) return absl::InvalidArgumentError("malformed program: nested kernels");
-        in_kernel = true;
-        begin = event;
-        ranges_.clear();
-        break;
-      case EventKind::kAccess:
-        if (!in_kernel) return absl::InvalidArgumentError("malformed program: access outside a kernel");
-        ranges_.push_back(AccessRange{event.address, event.size, event.access != AccessType::kRead});
-        break;
-      case EventKind::kKernelEnd:
-        if (!in_kernel || event.exec_id != begin.exec_id) {
-          return absl::InvalidArgumentError("malformed program: kernel end without its begin");
-        }
-        in_kernel = false;
-        current_exec_id_ = begin.exec_id;
-        if (absl::Status s = ExecuteKernel(begin, event); !s.ok()) return s;
-        current_exec_id_ = 0;
-        break;
       default:
         engine.OnProgramEvent(event);
         break;
     }
     if (!error_.ok()) return error_;
   }
-  if (!program.status().ok()) return program.status();
-  if (in_kernel) return absl::InvalidArgumentError("malformed program: ends inside a kernel");
+  if (!assembler.status().ok()) return assembler.status();
   cudaStreamSynchronize(migration_stream_);
   // Hand every outstanding record over, then account for it.
   if (absl::Status s = Poll(/*flush=*/true); !s.ok()) return s;

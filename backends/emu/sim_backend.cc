@@ -5,17 +5,12 @@
 
 #include "absl/strings/str_format.h"
 #include "core/backend_registry.h"
+#include "core/kernel_assembler.h"
 
 namespace umlab {
 namespace {
 
 constexpr int64_t kNeverPicos = std::numeric_limits<int64_t>::max();
-
-absl::Status ProgramError(const Event& event, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "malformed program: %s (at a %s event, exec id %d); regenerate or re-record it", what,
-      EventKindName(event.kind), event.exec_id));
-}
 
 }  // namespace
 
@@ -28,52 +23,34 @@ SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames)
 absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
   engine_ = &engine;
   recorder_ = recorder;
-  Event event;
-  Event kernel_begin;
-  bool in_kernel = false;
-  while (program.Next(event)) {
-    if (!event.IsProgramEvent()) continue;  // observed events of a replayed trace
-    if (recorder_ != nullptr) recorder_->Record(event);
-    switch (event.kind) {
-      case EventKind::kKernelBegin:
-        if (in_kernel) return ProgramError(event, "a kernel begins inside another");
-        in_kernel = true;
-        kernel_begin = event;
-        ranges_.clear();
-        break;
-      case EventKind::kAccess:
-        if (!in_kernel) return ProgramError(event, "an access outside any kernel");
-        if (event.size > 0) {
-          ranges_.push_back(AccessRange{PageOfAddress(event.address),
-                                        PagesSpanned(event.address, event.size),
-                                        event.access != AccessType::kRead});
-        }
-        break;
-      case EventKind::kKernelEnd: {
-        if (!in_kernel || event.exec_id != kernel_begin.exec_id) {
-          return ProgramError(event, "a kernel end with no matching begin");
-        }
-        in_kernel = false;
-        if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
-          return s;
-        }
-        engine.OnProgramEvent(kernel_begin);
-        if (absl::Status s = ExecuteKernel(kernel_begin.exec_id, kernel_begin.duration_ns);
-            !s.ok()) {
-          return s;
-        }
-        engine.OnProgramEvent(event);
-        break;
+  KernelAssembler assembler(program);
+  while (assembler.Next()) {
+    if (!assembler.is_kernel()) {
+      if (recorder_ != nullptr) recorder_->Record(assembler.event());
+      engine.OnProgramEvent(assembler.event());
+    } else {
+      if (recorder_ != nullptr) {
+        for (const Event& event : assembler.kernel_events()) recorder_->Record(event);
       }
-      default:
-        engine.OnProgramEvent(event);
-        break;
+      ranges_.clear();
+      for (const Event& access : assembler.accesses()) {
+        if (access.size == 0) continue;
+        ranges_.push_back(AccessRange{PageOfAddress(access.address),
+                                      PagesSpanned(access.address, access.size),
+                                      access.access != AccessType::kRead});
+      }
+      const Event& begin = assembler.kernel_begin();
+      if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
+        return s;
+      }
+      engine.OnProgramEvent(begin);
+      if (absl::Status s = ExecuteKernel(begin.exec_id, begin.duration_ns); !s.ok()) return s;
+      engine.OnProgramEvent(assembler.kernel_end());
     }
     if (!error_.ok()) return error_;
     if (!engine.invariant_status().ok()) return engine.invariant_status();
   }
-  if (!program.status().ok()) return program.status();
-  if (in_kernel) return ProgramError(kernel_begin, "the program ends inside a kernel");
+  if (!assembler.status().ok()) return assembler.status();
   engine.Finish();
   RunStats& stats = engine.mutable_stats();
   stats.time_ns = clock_.now();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "core/backend_registry.h"
+#include "core/kernel_assembler.h"
 #include "backends/emu/uffd_spin.h"
 
 namespace umlab {
@@ -274,45 +275,39 @@ void UffdBackend::RecordProgram(const Event& event) {
 }
 
 absl::Status UffdBackend::Execute(EventSource& program) {
-  Event event;
-  Event kernel_begin;
-  bool in_kernel = false;
-  auto malformed = [](const Event& e, absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "malformed program: %s (at a %s event, exec id %d); regenerate or re-record it", what,
-        EventKindName(e.kind), e.exec_id));
-  };
+  KernelAssembler assembler(program);
   uint64_t last_progress = 0;
   Nanos last_change = MonotonicNanos();
-  while (program.Next(event)) {
-    if (!event.IsProgramEvent()) continue;
+  while (assembler.Next()) {
     if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    if (assembler.is_kernel()) {
+      const Event& kernel_begin = assembler.kernel_begin();
+      ranges_.clear();
+      total_accesses_ = 0;
+      for (const Event& access : assembler.accesses()) {
+        if (access.size == 0) continue;
+        KernelRange range;
+        range.first_page = PageOfAddress(access.address);
+        range.pages = PagesSpanned(access.address, access.size);
+        range.start = total_accesses_;
+        range.write = access.access != AccessType::kRead;
+        total_accesses_ += range.pages;
+        ranges_.push_back(std::move(range));
+      }
+      // The kernel is recorded as read, like the sim does; the engine sees
+      // it only once it is launched.
+      {
+        absl::MutexLock lock(&mu_);
+        for (const Event& event : assembler.kernel_events()) RecordProgram(event);
+        engine_->OnProgramEvent(kernel_begin);
+      }
+      if (absl::Status s = ExecuteKernel(kernel_begin); !s.ok()) return s;
+      absl::MutexLock lock(&mu_);
+      engine_->OnProgramEvent(assembler.kernel_end());
+      continue;
+    }
+    const Event& event = assembler.event();
     switch (event.kind) {
-      case EventKind::kKernelBegin:
-        if (in_kernel) return malformed(event, "a kernel begins inside another");
-        in_kernel = true;
-        kernel_begin = event;
-        ranges_.clear();
-        total_accesses_ = 0;
-        break;
-      case EventKind::kAccess:
-        if (!in_kernel) return malformed(event, "an access outside any kernel");
-        if (event.size > 0) {
-          KernelRange range;
-          range.first_page = PageOfAddress(event.address);
-          range.pages = PagesSpanned(event.address, event.size);
-          range.start = total_accesses_;
-          range.write = event.access != AccessType::kRead;
-          total_accesses_ += range.pages;
-          ranges_.push_back(std::move(range));
-        }
-        break;
-      case EventKind::kKernelEnd:
-        if (!in_kernel || event.exec_id != kernel_begin.exec_id) {
-          return malformed(event, "a kernel end with no matching begin");
-        }
-        in_kernel = false;
-        break;
       case EventKind::kAlloc:
         if (event.size > 0) {
           if (absl::Status s = EnsureSlots(BlockOfAddress(event.address),
@@ -332,30 +327,11 @@ absl::Status UffdBackend::Execute(EventSource& program) {
       default:
         break;
     }
-    // Accesses and kernel begins are recorded as read, like the sim does;
-    // the engine sees a kernel only once it is launched.
-    if (event.kind == EventKind::kAccess || event.kind == EventKind::kKernelBegin) {
-      absl::MutexLock lock(&mu_);
-      RecordProgram(event);
-      continue;
-    }
-    if (event.kind == EventKind::kKernelEnd) {
-      {
-        absl::MutexLock lock(&mu_);
-        RecordProgram(event);
-        engine_->OnProgramEvent(kernel_begin);
-      }
-      if (absl::Status s = ExecuteKernel(kernel_begin); !s.ok()) return s;
-      absl::MutexLock lock(&mu_);
-      engine_->OnProgramEvent(event);
-      continue;
-    }
     absl::MutexLock lock(&mu_);
     RecordProgram(event);
     engine_->OnProgramEvent(event);
   }
-  if (!program.status().ok()) return program.status();
-  if (in_kernel) return malformed(kernel_begin, "the program ends inside a kernel");
+  if (!assembler.status().ok()) return assembler.status();
   if (absl::Status s = WaitQuiescent(); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   DrainRecords();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/byte_size.h"
+#include "workloads/kernel_emitter.h"
 #include "workloads/workload.h"
 
 namespace umlab {
@@ -126,35 +127,17 @@ class G10EventSource : public EventSource {
     const G10Kernel& kernel = model().kernels[k];
     for (int t : schedule_->activate_before[k]) Range(EventKind::kActivate, model().tensors[t]);
     // Execution ids start at 1, one per G10 kernel id, the same every iteration.
-    const uint32_t exec_id = static_cast<uint32_t>(k) + 1;
-    Event event;
-    event.exec_id = exec_id;
-    if (iteration_ == 0) {
-      event.kind = EventKind::kKernelDefine;
-      event.name = kernel.name;
-      pending_.push_back(event);
-      event.name.clear();
+    KernelEmitter emitter(pending_, static_cast<uint32_t>(k) + 1, kernel.ideal_ns,
+                          iteration_ == 0 ? &kernel.name : nullptr);
+    for (int t : kernel.inputs) {
+      const G10Tensor& tensor = model().tensors[t];
+      emitter.Access(AccessType::kRead, kG10DeviceBase + tensor.offset, tensor.bytes);
     }
-    event.kind = EventKind::kKernelBegin;
-    event.duration_ns = kernel.ideal_ns;
-    pending_.push_back(event);
-    event.duration_ns = 0;
-    event.kind = EventKind::kAccess;
-    for (const auto& [list, access] :
-         {std::pair{&kernel.inputs, AccessType::kRead}, std::pair{&kernel.outputs, AccessType::kWrite}}) {
-      for (int t : *list) {
-        const G10Tensor& tensor = model().tensors[t];
-        event.access = access;
-        event.address = kG10DeviceBase + tensor.offset;
-        event.size = tensor.bytes;
-        pending_.push_back(event);
-      }
+    for (int t : kernel.outputs) {
+      const G10Tensor& tensor = model().tensors[t];
+      emitter.Access(AccessType::kWrite, kG10DeviceBase + tensor.offset, tensor.bytes);
     }
-    event.kind = EventKind::kKernelEnd;
-    event.access = AccessType::kRead;
-    event.address = 0;
-    event.size = 0;
-    pending_.push_back(event);
+    emitter.End();
     for (int t : schedule_->deactivate_after[k]) Range(EventKind::kDeactivate, model().tensors[t]);
   }
 

@@ -6,7 +6,7 @@ namespace umlab {
 
 bool KernelAssembler::Fail(const Event& event, absl::string_view what) {
   status_ = absl::InvalidArgumentError(absl::StrFormat(
-      "malformed program: %s (at a %s event, exec id %d); regenerate or re-record it", what,
+      "malformed program: %s (at event %s, exec id %d); regenerate or re-record it", what,
       EventKindName(event.kind), event.exec_id));
   return false;
 }

@@ -136,24 +136,24 @@ std::vector<Malformed> MalformedPrograms() {
   std::vector<Malformed> cases;
   cases.push_back({"access outside a kernel",
                    ProgramBuilder().Alloc(0, 1).Kernel(1, 10, {0}).Access(a, 64, false), 2,
-                   "malformed program: an access outside any kernel (at a access event, exec id 0)"});
+                   "malformed program: an access outside any kernel (at event access, exec id 0)"});
   cases.push_back({"nested begin", ProgramBuilder().Alloc(0, 1).Begin(1, 10).Begin(2, 10), 1,
-                   "malformed program: a kernel begins inside another (at a kernel-begin event, "
+                   "malformed program: a kernel begins inside another (at event kernel-begin, "
                    "exec id 2)"});
   cases.push_back({"end without begin", ProgramBuilder().Kernel(1, 10, {0}).End(1), 1,
-                   "malformed program: a kernel end with no kernel running (at a kernel-end "
-                   "event, exec id 1)"});
+                   "malformed program: a kernel end with no kernel running (at event kernel-end, "
+                   "exec id 1)"});
   cases.push_back({"end of another kernel",
                    ProgramBuilder().Begin(1, 10).Access(a, 64, true).End(2), 0,
-                   "malformed program: a kernel end inside kernel 1 (at a kernel-end event, "
+                   "malformed program: a kernel end inside kernel 1 (at event kernel-end, "
                    "exec id 2)"});
   cases.push_back({"ends inside a kernel", ProgramBuilder().Alloc(0, 1).Begin(4, 10).Access(a, 64, false),
                    1,
-                   "malformed program: the program ends inside a kernel (at a kernel-begin "
-                   "event, exec id 4)"});
+                   "malformed program: the program ends inside a kernel (at event kernel-begin, "
+                   "exec id 4)"});
   cases.push_back({"allocator event inside a kernel",
                    ProgramBuilder().Alloc(0, 2).Begin(5, 10).Free(1, 1).End(5), 1,
-                   "malformed program: a free event inside kernel 5 (at a free event, exec id 0)"});
+                   "malformed program: a free event inside kernel 5 (at event free, exec id 0)"});
   return cases;
 }
 

@@ -63,6 +63,7 @@ class UvmDefaultPolicy final : public Policy {
   void OnMigrated(BlockNumber block, const PageMask& pages, TransferKind kind) override;
   void OnKernelBegin(uint32_t exec_id) override;
   PageMask ExpandFault(BlockNumber block, const PageMask& faulted) override;
+  void ReportStats(PolicyStats& out) const override;
 
   // For tests and reports.
   uint64_t thrashing_detections() const { return thrashing_detections_; }
@@ -98,6 +99,7 @@ class UvmDefaultPolicy final : public Policy {
   std::deque<Pin> pinned_;
   uint64_t thrashing_detections_ = 0;
   uint64_t pins_ = 0;
+  uint64_t tree_prefetch_pages_ = 0;  // pages the prefetcher added to faults
 };
 
 }  // namespace umlab

@@ -10,12 +10,13 @@
 #include "cli/arguments.h"
 #include "cli/runner/experiment.h"
 #include "cli/import_g10.h"
+#include "cli/output_format.h"
 #include "cli/report.h"
 #include "cli/regress.h"
+#include "cli/trace_summary.h"
 #include "core/byte_size.h"
 #include "core/policy.h"
 #include "core/program_summary.h"
-#include "core/trace_reader.h"
 #include "core/backend_registry.h"
 #include "emu/device_presets.h"
 #include "workloads/workload.h"
@@ -82,9 +83,8 @@ std::vector<OptionSpec> MachineOptions() {
   };
 }
 
-std::vector<OptionSpec> FormatOption() {
-  return {{"format", "FMT", "output: table, json or csv", "table"}};
-}
+// run, record, replay and compare print runs, in any of RunFormats().
+std::vector<OptionSpec> RunFormatOption() { return {FormatOption(RunFormats())}; }
 
 OptionSpec JobsOption() {
   return {"jobs", "N",
@@ -111,7 +111,7 @@ absl::StatusOr<DeviceConfig> ResolveDevice(const Arguments& args, const std::str
 struct Setup {
   DeviceConfig device;
   RunRequest request;
-  OutputFormat format = OutputFormat::kTable;
+  const OutputFormat<Runs>* format = nullptr;
   int jobs = 1;  // parallel runs, for compare
 };
 
@@ -122,7 +122,8 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   if (!device.ok()) return Usage(device.status());
   absl::StatusOr<ReplayPolicy> replay = ParseReplayPolicy(args.GetOr("replay", "batch"));
   if (!replay.ok()) return Usage(replay.status());
-  absl::StatusOr<OutputFormat> format = ParseOutputFormat(args.GetOr("format", "table"));
+  absl::StatusOr<const OutputFormat<Runs>*> format =
+      FindFormat(RunFormats(), args.GetOr("format", RunFormats().front().name));
   if (!format.ok()) return Usage(format.status());
   setup.device = *device;
   setup.format = *format;
@@ -212,7 +213,7 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
     if (!result.ok()) return RunFailed(result.status());
     results.push_back(*std::move(result));
   }
-  ctx.out << FormatRuns(results, setup.format);
+  ctx.out << setup.format->render(results);
   return std::nullopt;
 }
 
@@ -291,64 +292,12 @@ std::optional<Failure> InspectCommand(const Context& ctx) {
   if (ctx.args.positional().size() != 1) {
     return Usage(absl::InvalidArgumentError("umlab inspect takes one trace: umlab inspect FILE.umt"));
   }
-  const std::string& path = ctx.args.positional()[0];
-  absl::StatusOr<OutputFormat> format = ParseOutputFormat(ctx.args.GetOr("format", "table"));
+  absl::StatusOr<const OutputFormat<TraceSummary>*> format = FindFormat(
+      TraceSummaryFormats(), ctx.args.GetOr("format", TraceSummaryFormats().front().name));
   if (!format.ok()) return Usage(format.status());
-  absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path);
-  if (!reader.ok()) return RunFailed(reader.status());
-  std::map<std::string, uint64_t> counts;
-  uint64_t faults = 0, migrated = 0, evicted = 0, pages = 0, iterations = 0, kernels = 0;
-  absl::flat_hash_map<uint32_t, std::string> names;
-  Event event;
-  while ((*reader)->Next(event)) {
-    ++counts[EventKindName(event.kind)];
-    switch (event.kind) {
-      case EventKind::kFault: ++faults; break;
-      case EventKind::kMigrate: migrated += event.size; break;
-      case EventKind::kEvict: evicted += event.size; break;
-      case EventKind::kAccess: pages += PagesSpanned(event.address, event.size); break;
-      case EventKind::kIterationBegin: ++iterations; break;
-      case EventKind::kKernelBegin: ++kernels; break;
-      case EventKind::kKernelDefine: names[event.exec_id] = event.name; break;
-      default: break;
-    }
-  }
-  if (!(*reader)->status().ok()) return RunFailed((*reader)->status());
-  if (*format == OutputFormat::kJson) {
-    std::string json = "{\"file\":\"" + path + "\",\"version\":" +
-                       absl::StrCat((*reader)->version()) + ",\"metadata\":{";
-    bool first = true;
-    for (const auto& [key, value] : (*reader)->metadata()) {
-      absl::StrAppend(&json, first ? "" : ",", "\"", key, "\":\"", value, "\"");
-      first = false;
-    }
-    json += "},\"events\":{";
-    first = true;
-    for (const auto& [kind, count] : counts) {
-      absl::StrAppend(&json, first ? "" : ",", "\"", kind, "\":", count);
-      first = false;
-    }
-    absl::StrAppendFormat(&json,
-                          "},\"iterations\":%d,\"kernels\":%d,\"distinct_kernels\":%d,"
-                          "\"page_accesses\":%d,\"faults\":%d,\"migrated_bytes\":%d,"
-                          "\"written_back_bytes\":%d}\n",
-                          iterations, kernels, names.size(), pages, faults, migrated, evicted);
-    ctx.out << json;
-    return std::nullopt;
-  }
-  ctx.out << absl::StrFormat("%s: umt version %d\n", path, (*reader)->version());
-  for (const auto& [key, value] : (*reader)->metadata()) {
-    ctx.out << absl::StrFormat("  %-16s %s\n", key, value);
-  }
-  ctx.out << "events:\n";
-  for (const auto& [kind, count] : counts) {
-    ctx.out << absl::StrFormat("  %-16s %d\n", kind, count);
-  }
-  ctx.out << absl::StrFormat(
-      "%d iterations, %d kernels (%d distinct), %d page accesses\n"
-      "recorded: %d faults, %s migrated, %s written back\n",
-      iterations, kernels, names.size(), pages, faults, FormatBytes(migrated),
-      FormatBytes(evicted));
+  absl::StatusOr<TraceSummary> summary = SummarizeTrace(ctx.args.positional()[0]);
+  if (!summary.ok()) return RunFailed(summary.status());
+  ctx.out << (*format)->render(*summary);
   return std::nullopt;
 }
 
@@ -420,7 +369,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
       {"run", "[options]", "run one policy on a workload and report its metrics",
        "Runs the program on the chosen backend with one policy.",
-       Join(ProgramOptions(), MachineOptions(), FormatOption(),
+       Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{{"policy", "SPEC", "policy, optionally with parameters "
                                                        "(deepum:rows=1024)", "demand"}}),
        RunCommand},
@@ -428,20 +377,20 @@ const std::vector<Command>& Commands() {
        "run like 'run' and write a .umt trace of the program and what was observed",
        "The trace holds the program (allocations, kernels, accesses) and the faults, "
        "migrations and evictions the backend saw. 'umlab replay' runs it again.",
-       Join(ProgramOptions(), MachineOptions(), FormatOption(),
+       Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{
                 {"policy", "SPEC", "policy to run while recording", "demand"},
                 {"output", "FILE", "the trace to write (written to FILE.tmp, then renamed)"}}),
        RecordCommand},
       {"replay", "FILE.umt [options]", "run a policy on the program a trace recorded",
        "The device defaults to the one the trace was recorded for.",
-       Join(MachineOptions(), FormatOption(),
+       Join(MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{{"policy", "SPEC", "policy to run", "demand"}}),
        ReplayCommand},
       {"compare", "[options]", "A/B compare policies on one workload or trace",
        "Runs every policy on the same program, device and capacity, and prints one row "
        "each. The first policy is the baseline for the speedup column.",
-       Join(ProgramOptions(), MachineOptions(), FormatOption(),
+       Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{
                 {"policies", "LIST",
                  "comma-separated policy specs, e.g. demand,deepum:rows=1024,assoc=4",
@@ -449,10 +398,10 @@ const std::vector<Command>& Commands() {
                 {"trace", "FILE", "compare on a recorded trace instead of a workload"},
                 JobsOption()}),
        CompareCommand},
-      {"inspect", "FILE.umt [--format=table|json]",
+      {"inspect", "FILE.umt [--format=FMT]",
        "check a trace end to end and summarise it", "Reads every chunk, so corruption "
        "anywhere is reported (exit 1).",
-       std::vector<OptionSpec>{{"format", "FMT", "output: table or json", "table"}},
+       std::vector<OptionSpec>{FormatOption(TraceSummaryFormats())},
        InspectCommand},
       {"import-g10", "--model=NAME --batch=B [--dir=DIR] --output=FILE.umt",
        "write a G10 model's training iteration (graph + A100 kernel times) as a .umt trace",

@@ -15,22 +15,55 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
+#include "cli/json_text.h"
 #include "cli/runner/experiment.h"
 #include "cli/report.h"
+#include "cli/text_table.h"
 #include "emu/device_presets.h"
-#include "nlohmann/json.hpp"
 
 namespace umlab::cli {
 namespace {
 
-// ordered_json keeps the suite's key order, so --update rewrites the file
-// with the smallest possible diff.
-using Json = nlohmann::ordered_json;
+// Json (cli/json_text.h) is ordered_json: it keeps the suite's key order, so
+// --update rewrites the file with the smallest possible diff.
 
 constexpr double kDefaultTolerance = 0.02;
-// What --update writes for a case that states no bounds.
-const char* const kDefaultMetrics[] = {"faults", "steady_faults_per_iteration", "time_ns",
-                                       "steady_time_ns_per_iteration"};
+
+// Every metric a bound may name, once: its name, how to measure it, and
+// whether --update bounds it in a case that states no bounds. Rows print in
+// this order.
+struct MetricDef {
+  const char* name;
+  double (*measure)(const RunResult& run);
+  bool by_default;
+};
+
+double Count(uint64_t value) { return static_cast<double>(value); }
+
+const std::vector<MetricDef>& Metrics() {
+  static const auto* metrics = new std::vector<MetricDef>{
+      {"faults", [](const RunResult& r) { return Count(r.stats.faults); }, true},
+      {"steady_faults_per_iteration",
+       [](const RunResult& r) { return SteadyStateMean(r.stats, &IterationStats::faults); },
+       true},
+      {"time_ns", [](const RunResult& r) { return Count(r.stats.time_ns); }, true},
+      {"steady_time_ns_per_iteration",
+       [](const RunResult& r) { return SteadyStateMeanTime(r.stats); }, true},
+      {"stall_ns", [](const RunResult& r) { return Count(r.stats.stall_ns); }, false},
+      {"h2d_bytes", [](const RunResult& r) { return Count(r.stats.h2d_bytes); }, false},
+      {"d2h_bytes", [](const RunResult& r) { return Count(r.stats.d2h_bytes); }, false},
+      {"policy_table_bytes", [](const RunResult& r) { return Count(r.policy_table_bytes); },
+       false},
+  };
+  return *metrics;
+}
+
+const MetricDef* FindMetric(const std::string& name) {
+  for (const MetricDef& metric : Metrics()) {
+    if (metric.name == name) return &metric;
+  }
+  return nullptr;
+}
 
 struct Bound {
   std::string metric;
@@ -73,13 +106,6 @@ absl::StatusOr<double> NumberMember(const Json& object, const char* key, double 
     return absl::InvalidArgumentError(absl::StrFormat("%s: \"%s\" must be a number", where, key));
   }
   return it->get<double>();
-}
-
-bool KnownMetric(const std::string& metric) {
-  for (const std::string& known : RegressMetrics()) {
-    if (known == metric) return true;
-  }
-  return false;
 }
 
 absl::StatusOr<std::vector<Case>> ParseSuite(const std::string& path, Json& suite) {
@@ -148,7 +174,7 @@ absl::StatusOr<std::vector<Case>> ParseSuite(const std::string& path, Json& suit
       }
       for (auto it = expect->begin(); it != expect->end(); ++it) {
         const std::string metric = it.key();
-        if (!KnownMetric(metric)) {
+        if (FindMetric(metric) == nullptr) {
           return absl::InvalidArgumentError(absl::StrFormat(
               "%s: unknown metric \"%s\"; known: %s", where, metric,
               absl::StrJoin(RegressMetrics(), ", ")));
@@ -179,19 +205,9 @@ absl::StatusOr<std::vector<Case>> ParseSuite(const std::string& path, Json& suit
   return cases;
 }
 
+// Bounds name known metrics only (ParseSuite checks).
 double Metric(const RunResult& run, const std::string& metric) {
-  const RunStats& s = run.stats;
-  if (metric == "faults") return static_cast<double>(s.faults);
-  if (metric == "steady_faults_per_iteration") {
-    return SteadyStateMean(s, &IterationStats::faults);
-  }
-  if (metric == "time_ns") return static_cast<double>(s.time_ns);
-  if (metric == "steady_time_ns_per_iteration") return SteadyStateMeanTime(s);
-  if (metric == "stall_ns") return static_cast<double>(s.stall_ns);
-  if (metric == "h2d_bytes") return static_cast<double>(s.h2d_bytes);
-  if (metric == "d2h_bytes") return static_cast<double>(s.d2h_bytes);
-  if (metric == "policy_table_bytes") return static_cast<double>(run.policy_table_bytes);
-  return 0;
+  return FindMetric(metric)->measure(run);
 }
 
 std::string Number(double value) {
@@ -206,29 +222,6 @@ Json Stored(double value) {
     return Json(static_cast<int64_t>(value));
   }
   return Json(std::round(value * 10) / 10);
-}
-
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()), 0);
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  std::string out;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    for (size_t c = 0; c < rows[r].size(); ++c) {
-      absl::StrAppend(&out, c == 0 ? "" : "  ",
-                      c < 2 ? absl::StrFormat("%-*s", widths[c], rows[r][c])
-                            : absl::StrFormat("%*s", widths[c], rows[r][c]));
-    }
-    out += "\n";
-    if (r == 0) {
-      size_t total = 0;
-      for (size_t w : widths) total += w + 2;
-      out += std::string(total - 2, '-') + "\n";
-    }
-  }
-  return out;
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& text) {
@@ -248,10 +241,12 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 const std::vector<std::string>& RegressMetrics() {
-  static const std::vector<std::string>* metrics = new std::vector<std::string>{
-      "faults",      "steady_faults_per_iteration", "time_ns",   "steady_time_ns_per_iteration",
-      "stall_ns",    "h2d_bytes",                   "d2h_bytes", "policy_table_bytes"};
-  return *metrics;
+  static const auto* names = [] {
+    auto* out = new std::vector<std::string>;
+    for (const MetricDef& metric : Metrics()) out->push_back(metric.name);
+    return out;
+  }();
+  return *names;
 }
 
 RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
@@ -317,7 +312,9 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
     }
     if (update) {
       if (c.bounds.empty()) {
-        for (const char* metric : kDefaultMetrics) c.bounds.push_back(Bound{metric});
+        for (const MetricDef& metric : Metrics()) {
+          if (metric.by_default) c.bounds.push_back(Bound{metric.name});
+        }
       }
       Json& expect = (*c.json)["expect"];
       for (Bound& bound : c.bounds) {
@@ -357,14 +354,14 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
     }
   }
 
-  out << absl::StrFormat("suite %s: %d cases\n\n", path, cases->size()) << Table(rows);
+  out << absl::StrFormat("suite %s: %d cases\n\n", path, cases->size())
+      << RenderTextTable(rows, /*left_columns=*/2);
   if (update) {
     if (runs_failed > 0) {
       return {kExitFailure, absl::StrFormat("%d case(s) failed to run; %s not rewritten:\n  %s",
                                             runs_failed, path, absl::StrJoin(regressions, "\n  "))};
     }
-    const std::string rewritten =
-        suite.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    const std::string rewritten = JsonText(suite, /*indent=*/2) + "\n";
     if (absl::Status status = WriteFile(path, rewritten); !status.ok()) {
       return {kExitFailure, std::string(status.message())};
     }

@@ -1,26 +1,37 @@
-// Turning run results into what a person or a script reads: a table, the
-// JSON contract (docs/json-contract.md), or CSV.
+// The report of `run`, `record`, `replay` and `compare`: their runs as a
+// table, the JSON contract (docs/json-contract.md) or CSV. One renderer per
+// file (report_table.cc, report_json.cc, report_csv.cc), listed once in
+// RunFormats().
 #ifndef UMLAB_CLI_REPORT_H_
 #define UMLAB_CLI_REPORT_H_
 
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "cli/json_text.h"
+#include "cli/output_format.h"
 #include "cli/runner/experiment.h"
 
 namespace umlab::cli {
 
-enum class OutputFormat { kTable, kJson, kCsv };
+using Runs = std::vector<RunResult>;
 
-absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& text);
+// The formats the runs can be printed in; the first is the default.
+const FormatList<Runs>& RunFormats();
+
+// The renderers RunFormats() lists.
+std::string RunsTable(const Runs& runs);
+std::string RunsJson(const Runs& runs);
+std::string RunsCsv(const Runs& runs);
+
+// The scalar keys of one run, in contract order: the JSON object without
+// its lists and `policy_stats`, and the CSV's columns. Names are the contract.
+Json RunScalars(const RunResult& run);
 
 // Mean of a per-iteration quantity over the steady state: every iteration but
 // the first (all of them if there is only one).
 double SteadyStateMean(const RunStats& stats, uint64_t IterationStats::*field);
 double SteadyStateMeanTime(const RunStats& stats);
-
-std::string FormatRuns(const std::vector<RunResult>& runs, OutputFormat format);
 
 }  // namespace umlab::cli
 

@@ -20,6 +20,7 @@
 #include "core/event.h"
 #include "core/fault.h"
 #include "core/memory_state.h"
+#include "core/policy_stats.h"
 #include "core/registry.h"
 
 namespace umlab {
@@ -110,6 +111,11 @@ class Policy {
 
   // Bytes of the policy's own tables (DeepUM's correlation tables, say).
   virtual uint64_t TableBytes() const { return 0; }
+
+  // Called once after the run: the policy's own counters, by name, in an
+  // order that does not change (ChampSim's *_final_stats). They are printed
+  // per run in the table and in the JSON's `policy_stats`. Default: none.
+  virtual void ReportStats(PolicyStats& /*out*/) const {}
 
  protected:
   PolicyContext& context() const { return *context_; }

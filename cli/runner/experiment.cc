@@ -253,6 +253,7 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   }
   result.stats = engine.stats();
   result.policy_table_bytes = (*policy)->TableBytes();
+  (*policy)->ReportStats(result.policy_stats);
   return result;
 }
 

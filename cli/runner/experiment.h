@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "core/event_source.h"
+#include "core/policy_stats.h"
 #include "core/program_summary.h"
 #include "core/run_stats.h"
 #include "emu/device_presets.h"
@@ -80,6 +81,7 @@ struct RunResult {
   uint64_t iterations = 0;
   uint64_t policy_table_bytes = 0;
   RunStats stats;
+  PolicyStats policy_stats;  // the policy's own counters (Policy::ReportStats)
 };
 
 absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request);

@@ -233,6 +233,7 @@ void DeepUmPolicy::ExtendChain() {
       chaining_ = false;
       return;
     }
+    ++kernels_predicted_;
     window_.push_back(WindowKernel{{last[1], last[2], last[3], *next}, {}});
     const BlockTable* table = block_table(*next);
     if (table != nullptr && table->start.has_value()) {
@@ -254,6 +255,7 @@ void DeepUmPolicy::WalkKernel(WindowKernel& kernel, BlockNumber origin) {
   for (size_t head = 0; head < walk_queue_.size(); ++head) {
     const BlockNumber block = walk_queue_[head];
     context().Prefetch(block, FullPageMask(), exec_id);
+    ++blocks_queued_;
     kernel.blocks.push_back(block);
     ++predicted_[block];
     // Meeting the end block ends prefetching for this kernel (§4.2).
@@ -325,7 +327,19 @@ PageMask DeepUmPolicy::PagesToDrop(const BlockState& victim) {
   // §5.2: bytes the allocator holds as free are garbage; dropping them saves
   // the write-back. Active pages of the same block are written back as usual.
   if (!options_.invalidate) return PageMask();
-  return victim.inactive & victim.resident;
+  const PageMask drop = victim.inactive & victim.resident;
+  invalidated_pages_ += drop.count();
+  return drop;
+}
+
+void DeepUmPolicy::ReportStats(PolicyStats& out) const {
+  out.AddCount("kernels_predicted", kernels_predicted_);
+  out.AddCount("mispredictions", mispredictions_);
+  out.AddCount("chain_aborts", chain_aborts_);
+  out.AddCount("blocks_queued", blocks_queued_);
+  out.AddCount("pre_evictions", pre_evictions_);
+  out.AddCount("invalidated_pages", invalidated_pages_);
+  out.AddCount("block_tables", block_tables_.size());
 }
 
 // ---------------------------------------------------------------------------

@@ -124,6 +124,7 @@ class DeepUmPolicy final : public Policy {
   std::optional<BlockNumber> ChooseVictim(const VictimQuery& query) override;
   PageMask PagesToDrop(const BlockState& victim) override;
   uint64_t TableBytes() const override;
+  void ReportStats(PolicyStats& out) const override;
 
   // For tests and reports.
   const ExecutionTable& execution_table() const { return execution_table_; }
@@ -181,9 +182,13 @@ class DeepUmPolicy final : public Policy {
   // Pre-eviction: the victim queued and not yet evicted.
   std::optional<BlockNumber> pending_pre_eviction_;
 
+  // Final statistics (ReportStats).
+  uint64_t kernels_predicted_ = 0;   // next kernels the execution table named
+  uint64_t blocks_queued_ = 0;       // block prefetches the chain walk queued
   uint64_t chain_aborts_ = 0;
   uint64_t mispredictions_ = 0;
   uint64_t pre_evictions_ = 0;
+  uint64_t invalidated_pages_ = 0;   // victim pages dropped, not written back
 };
 
 }  // namespace umlab

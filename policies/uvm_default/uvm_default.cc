@@ -108,8 +108,18 @@ PageMask UvmDefaultPolicy::ExpandFault(BlockNumber block, const PageMask& faulte
   const PageMask present = state == nullptr ? PageMask() : state->resident | state->in_flight;
   const PageMask thrashing =
       history.pages == nullptr ? PageMask() : history.pages->thrashing;
-  return TreePrefetch(faulted, present, thrashing, options_.threshold_percent,
-                      options_.big_page_pages);
+  const PageMask expanded = TreePrefetch(faulted, present, thrashing,
+                                         options_.threshold_percent, options_.big_page_pages);
+  // The pages this adds that the engine will migrate: not faulted, not
+  // already resident or on their way.
+  tree_prefetch_pages_ += (expanded & ~faulted & ~present).count();
+  return expanded;
+}
+
+void UvmDefaultPolicy::ReportStats(PolicyStats& out) const {
+  out.AddCount("tree_prefetch_pages", tree_prefetch_pages_);
+  out.AddCount("thrashing_detections", thrashing_detections_);
+  out.AddCount("pins", pins_);
 }
 
 void UvmDefaultPolicy::OnFaultBatch(const FaultBatch& /*batch*/) { ExpirePins(); }

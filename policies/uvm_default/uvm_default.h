@@ -65,6 +65,7 @@ class UvmDefaultPolicy final : public Policy {
   void OnKernelBegin(uint32_t exec_id) override;
   void OnBlockFreed(BlockNumber block) override;
   PageMask ExpandFault(BlockNumber block, const PageMask& faulted) override;
+  void ReportStats(PolicyStats& out) const override;
 
   // For tests and reports.
   uint64_t thrashing_detections() const { return thrashing_detections_; }
@@ -100,6 +101,7 @@ class UvmDefaultPolicy final : public Policy {
   std::deque<Pin> pinned_;
   uint64_t thrashing_detections_ = 0;
   uint64_t pins_ = 0;
+  uint64_t tree_prefetch_pages_ = 0;  // pages the prefetcher added to faults
 };
 
 }  // namespace umlab

@@ -1,0 +1,50 @@
+// --format=json for runs: docs/json-contract.md.
+#include <variant>
+
+#include "cli/report.h"
+
+namespace umlab::cli {
+namespace {
+
+Json IterationJson(const IterationStats& it) {
+  return Json{{"faults", it.faults},
+              {"time_ns", it.time_ns},
+              {"h2d_bytes", it.h2d_bytes},
+              {"d2h_bytes", it.d2h_bytes},
+              {"faulted_pages", it.faulted_pages},
+              {"faulted_in_flight_pages", it.faulted_in_flight_pages},
+              {"prefetch_bytes", it.prefetch_bytes},
+              {"evicted_bytes", it.evicted_bytes},
+              {"stall_ns", it.stall_ns}};
+}
+
+Json PolicyStatsJson(const PolicyStats& stats) {
+  Json out = Json::object();
+  for (const PolicyStats::Counter& counter : stats.counters()) {
+    std::visit([&](auto value) { out[counter.name] = value; }, counter.value);
+  }
+  return out;
+}
+
+Json RunJson(const RunResult& run) {
+  Json out = RunScalars(run);
+  Json& iterations = out["per_iteration"] = Json::array();
+  for (const IterationStats& it : run.stats.per_iteration) iterations.push_back(IterationJson(it));
+  out["policy_stats"] = PolicyStatsJson(run.policy_stats);
+  return out;
+}
+
+}  // namespace
+
+std::string RunsJson(const Runs& runs) {
+  // One run per line: a diff or a grep of two outputs lines up run by run.
+  std::string out = "{\"runs\":[";
+  for (size_t r = 0; r < runs.size(); ++r) {
+    out += r == 0 ? "\n  " : ",\n  ";
+    out += JsonText(RunJson(runs[r]));
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace umlab::cli

@@ -4,6 +4,7 @@
 #include "policies/deepum/deepum.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,76 @@ TEST(BlockTableTest, ReportsItsMemory) {
   const BlockTable small(16, 2, 4), large(2048, 2, 4);
   EXPECT_GE(large.Bytes(), 2048u * 2 * 4 * sizeof(BlockNumber));
   EXPECT_GT(large.Bytes(), small.Bytes());
+  EXPECT_EQ(large.Bytes(), sizeof(BlockTable) + BlockTable::RowBytes(2048, 2, 4));
+}
+
+// --- Table sizing ----------------------------------------------------------
+
+TEST(BlockTableSizingTest, AGrowingTableAllocatesNothingUntilItsFirstInsert) {
+  BlockTable table(/*rows=*/2048, /*assoc=*/2, /*succs=*/4, TableSizing::kGrow);
+  EXPECT_EQ(table.rows(), 0);
+  EXPECT_EQ(table.Bytes(), sizeof(BlockTable));
+  EXPECT_THAT(Successors(table, 7), IsEmpty());
+  table.Insert(7, 8);
+  // 2048 is a power of two: the first table has one row.
+  EXPECT_EQ(table.rows(), 1);
+  EXPECT_THAT(Successors(table, 7), ElementsAre(8));
+}
+
+TEST(BlockTableSizingTest, RowsDoubleUntilNoRowOverflows) {
+  // K consecutive blocks with successors need the smallest power-of-two row
+  // count that puts at most `assoc` of them in a row: ceil(K / 2) rounded up.
+  for (const auto& [blocks, rows] : std::vector<std::pair<int, int>>{
+           {1, 1}, {2, 1}, {3, 2}, {5, 4}, {100, 64}, {129, 128}, {4096, 2048}}) {
+    BlockTable table(/*rows=*/2048, /*assoc=*/2, /*succs=*/4, TableSizing::kGrow);
+    for (int b = 0; b < blocks; ++b) table.Insert(1000 + b, 1000 + b + 1);
+    EXPECT_EQ(table.rows(), rows) << blocks << " blocks";
+    EXPECT_EQ(table.Bytes(), sizeof(BlockTable) + BlockTable::RowBytes(rows, 2, 4));
+  }
+  // Beyond NumRows the table stops growing and conflicts evict, as in a
+  // fixed table: 4097 blocks in 2048 x 2 ways lose the first one.
+  BlockTable table(/*rows=*/2048, /*assoc=*/2, /*succs=*/4, TableSizing::kGrow);
+  for (int b = 0; b <= 4096; ++b) table.Insert(1000 + b, 1000 + b + 1);
+  EXPECT_EQ(table.rows(), 2048);
+  EXPECT_THAT(Successors(table, 1000), IsEmpty());
+  EXPECT_THAT(Successors(table, 1001), ElementsAre(1002));
+}
+
+TEST(BlockTableSizingTest, NumRowsThatIsNotAPowerOfTwoGrowsFromItsOddPart) {
+  BlockTable table(/*rows=*/12, /*assoc=*/1, /*succs=*/1, TableSizing::kGrow);
+  table.Insert(0, 1);
+  EXPECT_EQ(table.rows(), 3);
+  table.Insert(3, 1);  // row 0 of 3 is taken: 6 rows
+  EXPECT_EQ(table.rows(), 6);
+  table.Insert(6, 1);  // row 0 of 6 is taken: 12 rows, the bound
+  EXPECT_EQ(table.rows(), 12);
+  table.Insert(12, 1);  // row 0 of 12: a conflict now, 0 is replaced
+  EXPECT_EQ(table.rows(), 12);
+  EXPECT_THAT(Successors(table, 0), IsEmpty());
+  EXPECT_THAT(Successors(table, 12), ElementsAre(1));
+}
+
+TEST(BlockTableSizingTest, AGrowingTablePredictsExactlyWhatAFixedOneDoes) {
+  // A pseudo-random stream over 64 blocks into 8 rows x 2 ways: conflicts
+  // once grown, and every lookup answers the same as the full table's.
+  BlockTable grow(/*rows=*/8, /*assoc=*/2, /*succs=*/3, TableSizing::kGrow);
+  BlockTable fixed(/*rows=*/8, /*assoc=*/2, /*succs=*/3, TableSizing::kFixed);
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<BlockNumber>((state >> 33) % 64);
+  };
+  BlockNumber last = next();
+  for (int step = 0; step < 2000; ++step) {
+    const BlockNumber block = next();
+    grow.Insert(last, block);
+    fixed.Insert(last, block);
+    last = block;
+    for (BlockNumber b = 0; b < 64; ++b) {
+      ASSERT_EQ(Successors(grow, b), Successors(fixed, b)) << "step " << step << " block " << b;
+    }
+  }
+  EXPECT_EQ(grow.rows(), 8);
 }
 
 // --- The execution-id table -----------------------------------------------
@@ -208,7 +279,12 @@ TEST_F(DeepUmPolicyTest, RecordsStartEndAndSuccessorsPerKernel) {
   // Transitions 1->2, 2->3, 3->4 are in the execution table.
   EXPECT_EQ(policy_->execution_table().Predict({0, 0, 0, 1}), 2u);
   EXPECT_EQ(policy_->execution_table().Predict({0, 1, 2, 3}), 4u);
-  EXPECT_GT(policy_->TableBytes(), 4u * 2048 * 2 * 4 * sizeof(BlockNumber));
+  // Each table grew only to the rows its kernel's few faults needed: all
+  // four together are smaller than one full 2048-row table.
+  uint64_t block_table_bytes = 0;
+  for (uint32_t id = 1; id <= 4; ++id) block_table_bytes += policy_->block_table(id)->Bytes();
+  EXPECT_GE(policy_->TableBytes(), policy_->execution_table().Bytes() + block_table_bytes);
+  EXPECT_LT(policy_->TableBytes(), BlockTable::RowBytes(2048, 2, 4));
 }
 
 TEST_F(DeepUmPolicyTest, ChainsAcrossKernelsAndPausesAfterNKernels) {
@@ -438,6 +514,54 @@ TEST(DeepUmSimTest, LearnedChainsRemoveSteadyStateFaults) {
   }
   EXPECT_GT(run.stats.prefetch_bytes, 0u);
   EXPECT_EQ(deepum.mispredictions(), 0u);
+}
+
+// One kernel that reads blocks 0..99 in order, all resident after.
+ProgramBuilder HundredBlockKernel() {
+  ProgramBuilder p;
+  p.Alloc(0, 100);
+  std::vector<int> blocks(100);
+  for (int b = 0; b < 100; ++b) blocks[b] = b;
+  p.Iteration(0);
+  p.Kernel(1, 1000, blocks);
+  return p;
+}
+
+TEST(DeepUmSizingTest, AKernelsTableFitsTheBlocksItFaultedOn) {
+  DeepUmOptions grow_options;
+  DeepUmPolicy grow(grow_options);
+  ASSERT_TRUE(RunOnSim(HundredBlockKernel(), 128, grow).status.ok());
+  DeepUmOptions fixed_options;
+  fixed_options.sizing = TableSizing::kFixed;
+  DeepUmPolicy fixed(fixed_options);
+  ASSERT_TRUE(RunOnSim(HundredBlockKernel(), 128, fixed).status.ok());
+
+  // More than 64 of the 100 consecutive blocks have a successor: 32 rows
+  // would put three in a row, 64 rows put at most two.
+  ASSERT_NE(grow.block_table(1), nullptr);
+  EXPECT_EQ(grow.block_table(1)->rows(), 64);
+  EXPECT_EQ(fixed.block_table(1)->rows(), 2048);
+  // The tables' memory is what they allocated: the same events leave the
+  // same execution table, so the totals differ by the rows alone.
+  EXPECT_EQ(fixed.TableBytes() - grow.TableBytes(),
+            BlockTable::RowBytes(2048, 2, 4) - BlockTable::RowBytes(64, 2, 4));
+  EXPECT_GE(grow.TableBytes(), grow.execution_table().Bytes() + grow.block_table(1)->Bytes());
+}
+
+TEST(DeepUmSizingTest, RowsBoundTheGrowth) {
+  DeepUmOptions options;
+  options.rows = 16;
+  DeepUmPolicy deepum(options);
+  ASSERT_TRUE(RunOnSim(HundredBlockKernel(), 128, deepum).status.ok());
+  EXPECT_EQ(deepum.block_table(1)->rows(), 16);
+}
+
+TEST(DeepUmSizingTest, TheSizingParameterIsChecked) {
+  EXPECT_TRUE(Policies().Create("deepum:table_sizing=fixed").ok());
+  EXPECT_TRUE(Policies().Create("deepum:table_sizing=grow,rows=512").ok());
+  const auto policy = Policies().Create("deepum:table_sizing=lazy");
+  ASSERT_FALSE(policy.ok());
+  EXPECT_THAT(std::string(policy.status().message()), ::testing::HasSubstr("grow or fixed"));
 }
 
 }  // namespace

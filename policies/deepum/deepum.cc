@@ -2,11 +2,23 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 
 namespace umlab {
+namespace {
+
+// Heap bytes of an absl flat_hash_map: one slot and one control byte per
+// slot of capacity, plus the cloned control group (16 bytes) at the end.
+template <typename Map>
+uint64_t HashMapBytes(const Map& map) {
+  if (map.capacity() == 0) return 0;
+  return map.capacity() * (sizeof(typename Map::value_type) + 1) + 16;
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Execution-id table.
@@ -42,23 +54,44 @@ size_t ExecutionTable::records(uint32_t exec_id) const {
 }
 
 uint64_t ExecutionTable::Bytes() const {
-  uint64_t bytes = sizeof(*this);
-  for (const auto& [id, records] : entries_) {
-    bytes += sizeof(id) + sizeof(records) + records.capacity() * sizeof(Entry);
-  }
+  uint64_t bytes = sizeof(*this) + HashMapBytes(entries_);
+  for (const auto& [id, records] : entries_) bytes += records.capacity() * sizeof(Entry);
   return bytes;
 }
 
 // ---------------------------------------------------------------------------
 // UM-block table.
 
-BlockTable::BlockTable(int rows, int assoc, int succs)
-    : rows_(rows), assoc_(assoc), succs_(succs),
-      ways_(static_cast<size_t>(rows) * assoc),
-      successors_(static_cast<size_t>(rows) * assoc * succs) {}
+BlockTable::BlockTable(int rows, int assoc, int succs, TableSizing sizing)
+    : max_rows_(rows), assoc_(assoc), succs_(succs) {
+  if (sizing == TableSizing::kFixed) Resize(rows);
+}
+
+uint64_t BlockTable::RowBytes(int rows, int assoc, int succs) {
+  const uint64_t ways = static_cast<uint64_t>(rows) * assoc;
+  return ways * sizeof(Way) + ways * succs * sizeof(BlockNumber);
+}
+
+void BlockTable::Resize(int rows) {
+  std::vector<Way> ways(static_cast<size_t>(rows) * assoc_);
+  std::vector<BlockNumber> successors(static_cast<size_t>(rows) * assoc_ * succs_);
+  for (size_t old = 0; old < ways_.size(); ++old) {
+    if (ways_[old].last_update == 0) continue;
+    // `rows` is a multiple of rows_, so an old row's blocks spread over rows
+    // that hold no one else's: each finds an empty way.
+    size_t way = static_cast<size_t>(ways_[old].tag % rows) * assoc_;
+    while (ways[way].last_update != 0) ++way;
+    ways[way] = ways_[old];
+    std::copy_n(&successors_[old * succs_], succs_, &successors[way * succs_]);
+  }
+  ways_ = std::move(ways);
+  successors_ = std::move(successors);
+  rows_ = rows;
+}
 
 int BlockTable::FindWay(BlockNumber block) const {
-  const int base = RowOf(block) * assoc_;
+  if (rows_ == 0) return -1;
+  const int base = static_cast<int>(block % rows_) * assoc_;
   for (int way = base; way < base + assoc_; ++way) {
     if (ways_[way].last_update != 0 && ways_[way].tag == block) return way;
   }
@@ -68,16 +101,7 @@ int BlockTable::FindWay(BlockNumber block) const {
 void BlockTable::Insert(BlockNumber block, BlockNumber successor) {
   if (block == successor) return;
   int way = FindWay(block);
-  if (way < 0) {
-    // A row conflict: the least recently updated way (an empty one first)
-    // gives its place, successors and all.
-    const int base = RowOf(block) * assoc_;
-    way = base;
-    for (int candidate = base; candidate < base + assoc_; ++candidate) {
-      if (ways_[candidate].last_update < ways_[way].last_update) way = candidate;
-    }
-    ways_[way] = Way{block, 0, 0};
-  }
+  if (way < 0) way = WayForNewBlock(block);
   Way& entry = ways_[way];
   entry.last_update = ++clock_;
   BlockNumber* list = &successors_[static_cast<size_t>(way) * succs_];
@@ -90,6 +114,32 @@ void BlockTable::Insert(BlockNumber block, BlockNumber successor) {
   // MRU order: the successor moves to the front, the ones before it shift.
   std::copy_backward(list, list + position, list + position + 1);
   list[0] = successor;
+}
+
+int BlockTable::WayForNewBlock(BlockNumber block) {
+  if (rows_ == 0) {
+    // The smallest table that doubles exactly to NumRows: its odd part.
+    int rows = max_rows_;
+    while (rows % 2 == 0) rows /= 2;
+    Resize(rows);
+  }
+  for (;;) {
+    // The least recently updated way (an empty one first) gives its place,
+    // successors and all.
+    const int base = static_cast<int>(block % rows_) * assoc_;
+    int way = base;
+    for (int candidate = base; candidate < base + assoc_; ++candidate) {
+      if (ways_[candidate].last_update < ways_[way].last_update) way = candidate;
+    }
+    // A full row below NumRows splits instead: a full table would not have
+    // had the conflict, since its row for `block` holds a subset of these.
+    if (ways_[way].last_update != 0 && rows_ < max_rows_) {
+      Resize(rows_ * 2);
+      continue;
+    }
+    ways_[way] = Way{block, 0, 0};
+    return way;
+  }
 }
 
 absl::Span<const BlockNumber> BlockTable::Successors(BlockNumber block) const {
@@ -117,16 +167,17 @@ const BlockTable* DeepUmPolicy::block_table(uint32_t exec_id) const {
 BlockTable& DeepUmPolicy::TableFor(uint32_t exec_id) {
   std::unique_ptr<BlockTable>& table = block_tables_[exec_id];
   if (table == nullptr) {
-    table = std::make_unique<BlockTable>(options_.rows, options_.assoc, options_.succs);
+    table = std::make_unique<BlockTable>(options_.rows, options_.assoc, options_.succs,
+                                         options_.sizing);
   }
   return *table;
 }
 
 uint64_t DeepUmPolicy::TableBytes() const {
-  uint64_t bytes = execution_table_.Bytes();
-  for (const auto& [id, table] : block_tables_) {
-    bytes += sizeof(id) + sizeof(table) + table->Bytes();
-  }
+  // Everything the tables allocate: the execution table, the id -> block
+  // table map, and each block table with its rows.
+  uint64_t bytes = execution_table_.Bytes() + HashMapBytes(block_tables_);
+  for (const auto& [id, table] : block_tables_) bytes += table->Bytes();
   return bytes;
 }
 
@@ -355,6 +406,10 @@ std::vector<ParamInfo> DeepUmParams() {
       {"assoc", ParamType::kInt, "2", "ways per row (Assoc)", ParamRange::Closed(1, 64)},
       {"succs", ParamType::kInt, "4", "successors kept per block, MRU order (NumSuccs)",
        ParamRange::Closed(1, 64)},
+      {"table_sizing", ParamType::kString, "grow",
+       "grow: each UM-block table doubles its rows, up to `rows`, as its kernel's faults "
+       "need them (same predictions, memory as in the paper's Table 4); fixed: all `rows` "
+       "rows allocated up front"},
       {"n", ParamType::kInt, "16",
        "kernels prefetched ahead of the current one before chaining pauses (the paper's N)",
        ParamRange::Closed(0, 4096)},
@@ -368,6 +423,15 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeDeepUm(const ParamMap& params, bool 
   options.invalidate = invalidate;
   const int64_t rows = params.Int("rows"), assoc = params.Int("assoc");
   const int64_t succs = params.Int("succs"), lookahead = params.Int("n");
+  const std::string sizing = params.String("table_sizing");
+  if (sizing == "grow") {
+    options.sizing = TableSizing::kGrow;
+  } else if (sizing == "fixed") {
+    options.sizing = TableSizing::kFixed;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "policy deepum: table_sizing=%s must be grow or fixed", sizing));
+  }
   options.rows = static_cast<int>(rows);
   options.assoc = static_cast<int>(assoc);
   options.succs = static_cast<int>(succs);

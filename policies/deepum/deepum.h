@@ -5,10 +5,13 @@
 //     - the execution-id table: per execution id, every record
 //       (e-3, e-2, e-1, next) seen so far, unbounded, to predict the kernel
 //       that follows the current one;
-//     - one UM-block table per execution id: NumRows rows x Assoc ways, each
-//       way a faulted block with its NumSuccs most recent successor faults in
-//       MRU order, plus the kernel's start block (its first fault after the
-//       execution-id transition) and end block (its last fault before it).
+//     - one UM-block table per execution id: up to NumRows rows x Assoc ways,
+//       each way a faulted block with its NumSuccs most recent successor
+//       faults in MRU order, plus the kernel's start block (its first fault
+//       after the execution-id transition) and end block (its last fault
+//       before it). A table grows with the blocks its kernel faults on
+//       (TableSizing::kGrow), which is how the paper's table memory (§6.2,
+//       Table 4) depends on the batch size; docs/policies.md has the reading.
 //     On a fault the prefetcher walks the current kernel's table from the
 //     faulted block; at the end block it predicts the next kernel and goes on
 //     from that kernel's start block ("chaining"). It pauses once the current
@@ -39,6 +42,17 @@
 
 namespace umlab {
 
+// How a UM-block table's rows are allocated.
+enum class TableSizing {
+  // Rows double, from nothing up to NumRows, whenever a new block finds its
+  // row full. A row only ever splits in two, so the table holds exactly what
+  // a full NumRows table would, and predicts the same, on the memory its
+  // kernel's faults need.
+  kGrow,
+  // All NumRows rows up front.
+  kFixed,
+};
+
 struct DeepUmOptions {
   // The paper's best UM-block table (§6.3, Config9): 2048 rows, 2-way, 4
   // successors.
@@ -49,6 +63,7 @@ struct DeepUmOptions {
   // measured best on mlp at half capacity (docs/policies.md); the paper's
   // sweet spot on its models was 32.
   int lookahead = 16;
+  TableSizing sizing = TableSizing::kGrow;
   bool pre_evict = true;
   bool invalidate = true;
 };
@@ -80,7 +95,8 @@ class ExecutionTable {
 // One execution id's UM-block correlation table (§4.1-4.2, Figures 5 and 7).
 class BlockTable {
  public:
-  BlockTable(int rows, int assoc, int succs);
+  // `rows` is NumRows: all of it under kFixed, the bound under kGrow.
+  BlockTable(int rows, int assoc, int succs, TableSizing sizing = TableSizing::kFixed);
 
   // `successor` faulted right after `block` in this kernel: it becomes the
   // most recent successor of `block`. A missing `block` takes the least
@@ -88,13 +104,19 @@ class BlockTable {
   void Insert(BlockNumber block, BlockNumber successor);
   // Successors of `block`, most recent first; empty when it has no way.
   absl::Span<const BlockNumber> Successors(BlockNumber block) const;
-  int RowOf(BlockNumber block) const { return static_cast<int>(block % rows_); }
+  // The row `block` maps to in a full NumRows table.
+  int RowOf(BlockNumber block) const { return static_cast<int>(block % max_rows_); }
 
   std::optional<BlockNumber> start;  // first fault after the kernel began
   std::optional<BlockNumber> end;    // last fault before it ended
 
+  // Rows allocated now (0 until the first insert under kGrow).
+  int rows() const { return rows_; }
   int capacity() const { return rows_ * assoc_; }
+  // Bytes allocated: this object and its rows.
   uint64_t Bytes() const;
+  // The heap bytes of `rows` rows of this shape.
+  static uint64_t RowBytes(int rows, int assoc, int succs);
 
  private:
   struct Way {
@@ -103,8 +125,16 @@ class BlockTable {
     int count = 0;             // successors held
   };
   int FindWay(BlockNumber block) const;
+  // The way a new `block` takes: an empty one of its row, else (with the
+  // table at NumRows) the least recently updated. Under kGrow a full row
+  // doubles the table first.
+  int WayForNewBlock(BlockNumber block);
+  // Reallocates to `rows` rows (a multiple of the current count), moving
+  // every way, with its successors and update time, to its new row.
+  void Resize(int rows);
 
-  int rows_, assoc_, succs_;
+  int max_rows_, assoc_, succs_;
+  int rows_ = 0;
   uint64_t clock_ = 0;
   std::vector<Way> ways_;                // rows x assoc
   std::vector<BlockNumber> successors_;  // rows x assoc x succs, MRU first
@@ -133,6 +163,7 @@ class DeepUmPolicy final : public Policy {
   bool chaining() const { return chaining_; }
   // The kernels queued for, the current (or next expected) one first.
   std::vector<uint32_t> PredictedKernels() const;
+  const DeepUmOptions& options() const { return options_; }
   bool IsPredicted(BlockNumber block) const { return predicted_.contains(block); }
   uint64_t chain_aborts() const { return chain_aborts_; }
   uint64_t mispredictions() const { return mispredictions_; }

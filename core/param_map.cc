@@ -1,5 +1,6 @@
 #include "core/param_map.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -23,8 +24,9 @@ absl::Status CheckValue(const ParamInfo& info, absl::string_view value,
       break;
     }
     case ParamType::kDouble: {
+      // SimpleAtod takes "inf" and "nan"; no parameter means either.
       double parsed;
-      ok = absl::SimpleAtod(value, &parsed);
+      ok = absl::SimpleAtod(value, &parsed) && std::isfinite(parsed);
       break;
     }
     case ParamType::kBool: {

@@ -1,6 +1,9 @@
 #include "emu/device_config.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -88,21 +91,33 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
       ParamMap::Resolve(declared, overrides, absl::StrFormat("device %s", config.name));
   if (!params.ok()) return params.status();
   DeviceConfig c = config;
-  auto positive = [&](absl::string_view name, double value) -> absl::Status {
-    if (value > 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrFormat("device parameter %s must be positive", name));
-  };
+  // The parser accepts any int64 and any finite double; the model holds
+  // counts in ints and times in whole nanoseconds, so a value they cannot
+  // hold is rejected here rather than silently truncated or wrapped.
   for (const char* name : {"sms", "batch", "fault_buffer"}) {
-    if (absl::Status s = positive(name, params->Int(name)); !s.ok()) return s;
+    const int64_t value = params->Int(name);
+    if (value <= 0 || value > std::numeric_limits<int>::max()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device parameter %s=%d must be 1..%d", name, value, std::numeric_limits<int>::max()));
+    }
   }
-  for (const char* name : {"h2d_gbps", "d2h_gbps", "fp32_tflops", "tensor_tflops", "hbm_gbps"}) {
-    if (absl::Status s = positive(name, params->Double(name)); !s.ok()) return s;
-  }
-  for (const char* name : {"link_latency_us", "fault_latency_us", "launch_us"}) {
-    if (params->Double(name) < 0) {
+  for (const auto& [name, scale] : {std::pair{"h2d_gbps", 1e9}, std::pair{"d2h_gbps", 1e9},
+                                    std::pair{"fp32_tflops", 1e12},
+                                    std::pair{"tensor_tflops", 1e12},
+                                    std::pair{"hbm_gbps", 1e9}}) {
+    const double value = params->Double(name);
+    if (!(value > 0) || !std::isfinite(value * scale)) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("device parameter %s must not be negative", name));
+          absl::StrFormat("device parameter %s=%g must be positive and finite", name, value));
+    }
+  }
+  // Microseconds that fit in int64 nanoseconds, with room to add them up.
+  constexpr double kMaxMicros = 1e12;
+  for (const char* name : {"link_latency_us", "fault_latency_us", "launch_us"}) {
+    const double value = params->Double(name);
+    if (!(value >= 0) || value > kMaxMicros) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device parameter %s=%g must be 0..%g (microseconds)", name, value, kMaxMicros));
     }
   }
   c.compute.sm_count = static_cast<int>(params->Int("sms"));

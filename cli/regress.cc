@@ -205,6 +205,15 @@ absl::StatusOr<std::vector<Case>> ParseSuite(const std::string& path, Json& suit
   return cases;
 }
 
+// Parses `text` into `suite` (which the cases point into) and validates it.
+absl::StatusOr<std::vector<Case>> ParseSuiteText(const std::string& path,
+                                                 const std::string& text, Json& suite) {
+  // No exceptions cross into our code: a parse error yields a discarded value.
+  suite = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (suite.is_discarded()) return SuiteError(path, "not valid JSON");
+  return ParseSuite(path, suite);
+}
+
 // Bounds name known metrics only (ParseSuite checks).
 double Metric(const RunResult& run, const std::string& metric) {
   return FindMetric(metric)->measure(run);
@@ -249,18 +258,21 @@ const std::vector<std::string>& RegressMetrics() {
   return *names;
 }
 
+absl::StatusOr<int> CheckRegressSuite(const std::string& path, const std::string& text) {
+  Json suite;
+  absl::StatusOr<std::vector<Case>> cases = ParseSuiteText(path, text, suite);
+  if (!cases.ok()) return cases.status();
+  return static_cast<int>(cases->size());
+}
+
 RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
                                std::ostream& out) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return {kExitUsage, absl::StrFormat("cannot read suite %s", path)};
   std::stringstream text;
   text << file.rdbuf();
-  // No exceptions cross into our code: a parse error yields a discarded value.
-  Json suite = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (suite.is_discarded()) {
-    return {kExitUsage, absl::StrFormat("suite %s is not valid JSON", path)};
-  }
-  absl::StatusOr<std::vector<Case>> cases = ParseSuite(path, suite);
+  Json suite;
+  absl::StatusOr<std::vector<Case>> cases = ParseSuiteText(path, text.str(), suite);
   if (!cases.ok()) return {kExitUsage, std::string(cases.status().message())};
 
   // Validate every case before running any, so a typo fails in a second.

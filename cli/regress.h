@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace umlab::cli {
 
 // The metrics a bound may name, in the order rows are printed.
@@ -34,6 +36,12 @@ struct RegressOutcome {
   int exit_code = 0;    // kExitOk, kExitFailure or kExitUsage
   std::string message;  // why, when exit_code is not kExitOk
 };
+
+// Parses and validates a suite's text (JSON syntax, structure, members,
+// metric names, tolerances) without running anything: the number of cases,
+// or InvalidArgument with a one-line message naming `path`. RunRegressSuite
+// does the same first.
+absl::StatusOr<int> CheckRegressSuite(const std::string& path, const std::string& text);
 
 // Runs (and with `update`, rewrites) the suite at `path`, printing the table
 // to `out`. Up to `jobs` cases run at once (see ExecuteRuns).

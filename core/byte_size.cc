@@ -31,12 +31,15 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
       {"t", 1099511627776.0}, {"tb", 1e12}, {"tib", 1099511627776.0}};
   for (const auto& [name, scale] : kUnits) {
     if (unit == name) {
-      const double bytes = number * scale;
-      if (!(bytes < 1.8e19)) {
+      // Round in double and convert to uint64 directly: llround returns a
+      // signed long long, which overflows (to a wrong value, silently) above
+      // 2^63 bytes. Every double below 2^64 rounds to one below 2^64.
+      const double bytes = std::round(number * scale);
+      if (!(bytes < 0x1p64)) {
         return absl::InvalidArgumentError(
-            absl::StrFormat("byte size '%s' is too large", original));
+            absl::StrFormat("byte size '%s' is too large; the most is 16 EiB - 1", original));
       }
-      return static_cast<uint64_t>(std::llround(bytes));
+      return static_cast<uint64_t>(bytes);
     }
   }
   return absl::InvalidArgumentError(absl::StrFormat(

@@ -31,8 +31,9 @@ absl::Status CheckValue(const ParamInfo& info, absl::string_view value,
       break;
     }
     case ParamType::kDouble: {
+      // SimpleAtod takes "inf" and "nan"; no parameter means either.
       double parsed;
-      ok = absl::SimpleAtod(value, &parsed) && !std::isnan(parsed);
+      ok = absl::SimpleAtod(value, &parsed) && std::isfinite(parsed);
       number = parsed;
       break;
     }

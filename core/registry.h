@@ -51,9 +51,15 @@ class BasicRegistry {
 
   std::string Names() const { return index_.Names(); }
 
-  // Creates from "name" or "name:k=v,k=v".
-  absl::StatusOr<std::unique_ptr<Product>> Create(absl::string_view spec,
-                                                  Args... args) const {
+  // An entry and its parameters, resolved from a spec.
+  struct Resolved {
+    const Entry* entry;
+    ParamMap params;
+  };
+
+  // Parses "name" or "name:k=v,k=v": finds the entry and resolves and checks
+  // its parameters, without creating anything.
+  absl::StatusOr<Resolved> Resolve(absl::string_view spec) const {
     auto [name, overrides] = SplitSpec(spec);
     const Entry* entry = Find(name);
     if (entry == nullptr) {
@@ -63,7 +69,15 @@ class BasicRegistry {
     absl::StatusOr<ParamMap> params = ParamMap::Resolve(
         entry->params, overrides, absl::StrFormat("%s %s", index_.kind(), name));
     if (!params.ok()) return params.status();
-    return entry->factory(*params, args...);
+    return Resolved{entry, *std::move(params)};
+  }
+
+  // Creates from "name" or "name:k=v,k=v".
+  absl::StatusOr<std::unique_ptr<Product>> Create(absl::string_view spec,
+                                                  Args... args) const {
+    absl::StatusOr<Resolved> resolved = Resolve(spec);
+    if (!resolved.ok()) return resolved.status();
+    return resolved->entry->factory(resolved->params, args...);
   }
 
  private:

@@ -61,6 +61,12 @@ std::string Number(double value) { return absl::StrFormat("%g", value); }
 
 // Counts stored as int in DeviceConfig.
 constexpr ParamRange kIntCount = ParamRange::Closed(1, std::numeric_limits<int>::max());
+// Rates in GB/s or TFLOP/s: beyond any device, and small enough that the
+// model's arithmetic on bytes per second stays finite (the fuzzer found
+// that an unbounded rate times 1e12 overflows to infinity).
+constexpr ParamRange kRate = ParamRange::OpenClosed(0, 1e9);
+// Microseconds that fit in int64 nanoseconds, with room to add them up.
+constexpr ParamRange kMicros = ParamRange::Closed(0, 1e12);
 
 }  // namespace
 
@@ -80,25 +86,25 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
       {"sms", ParamType::kInt, Number(c.compute.sm_count), "concurrent SMs issuing accesses",
        kIntCount},
       {"h2d_gbps", ParamType::kDouble, Number(c.link.h2d_bytes_per_second / 1e9),
-       "host-to-device bandwidth, GB/s", ParamRange::Positive()},
+       "host-to-device bandwidth, GB/s", kRate},
       {"d2h_gbps", ParamType::kDouble, Number(c.link.d2h_bytes_per_second / 1e9),
-       "device-to-host bandwidth, GB/s", ParamRange::Positive()},
+       "device-to-host bandwidth, GB/s", kRate},
       {"link_latency_us", ParamType::kDouble, Number(c.link.latency_ns / 1e3),
-       "fixed cost of one transfer, us", ParamRange::AtLeast(0)},
+       "fixed cost of one transfer, us", kMicros},
       {"fault_latency_us", ParamType::kDouble, Number(c.fault_latency_ns / 1e3),
-       "fault-handling latency per batch, us", ParamRange::AtLeast(0)},
+       "fault-handling latency per batch, us", kMicros},
       {"batch", ParamType::kInt, Number(c.fault_batch_size), "fault entries per batch",
        kIntCount},
       {"fault_buffer", ParamType::kInt, Number(c.fault_buffer_entries),
        "fault-buffer entries before overflow", kIntCount},
       {"fp32_tflops", ParamType::kDouble, Number(c.compute.peak_flops_fp32 / 1e12),
-       "peak fp32 TFLOP/s", ParamRange::Positive()},
+       "peak fp32 TFLOP/s", kRate},
       {"tensor_tflops", ParamType::kDouble, Number(c.compute.peak_flops_tensor / 1e12),
-       "peak fp16/bf16 matrix TFLOP/s", ParamRange::Positive()},
+       "peak fp16/bf16 matrix TFLOP/s", kRate},
       {"hbm_gbps", ParamType::kDouble, Number(c.compute.memory_bytes_per_second / 1e9),
-       "device memory bandwidth, GB/s", ParamRange::Positive()},
+       "device memory bandwidth, GB/s", kRate},
       {"launch_us", ParamType::kDouble, Number(c.kernel_launch_ns / 1e3),
-       "gap between kernels, us", ParamRange::AtLeast(0)},
+       "gap between kernels, us", kMicros},
   };
 }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs umlab's build dependencies from Debian packages (Debian 12 and
 # later). Installs only what is missing; needs root or sudo for that.
+#   scripts/setup.sh          what the build needs
+#   scripts/setup.sh --fuzz   also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 
 packages=(
@@ -8,6 +10,15 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libzstd-dev nlohmann-json3-dev
 )
+case "${1:-}" in
+  "") ;;
+  # libclang-rt provides libclang_rt.fuzzer; libfuzzer-14-dev is not needed.
+  --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+  *)
+    echo "setup: unknown option '$1'; use no option, or --fuzz for the fuzzing tools" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for package in "${packages[@]}"; do

@@ -139,7 +139,15 @@ absl::StatusOr<uint64_t> ParseCapacityFrames(const std::string& text,
           "for bytes add a unit, e.g. 8GiB",
           text));
     }
-    bytes = static_cast<uint64_t>(fraction * static_cast<double>(footprint_bytes));
+    // A trace can claim any footprint; a product past 2^64 would make the
+    // conversion undefined.
+    const double product = fraction * static_cast<double>(footprint_bytes);
+    if (!(product < 0x1p64)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--capacity=%s of a %s footprint is more than 16 EiB; ask for less", text,
+          FormatBytes(footprint_bytes)));
+    }
+    bytes = static_cast<uint64_t>(product);
   } else {
     absl::StatusOr<uint64_t> parsed = ParseByteSize(trimmed);
     if (!parsed.ok()) {

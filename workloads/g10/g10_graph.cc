@@ -37,38 +37,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   return buffer.str();
 }
 
-// Reads one `cudnn<B>*.txt` file: line i is `<i> <value> <unit>`.
+// Reads one `cudnn<B>*.txt` file (see ParseG10PerKernelFile).
 absl::StatusOr<std::vector<double>> ReadPerKernelFile(const std::string& path,
                                                       const std::string& unit,
                                                       const std::string& fix) {
   absl::StatusOr<std::string> text = ReadFile(path, fix);
   if (!text.ok()) return text.status();
-  std::vector<double> values;
-  int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    ++line_number;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty()) continue;
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    int64_t index = -1;
-    double value = 0;
-    if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &index) ||
-        !absl::SimpleAtod(fields[1], &value) || fields[2] != unit || !std::isfinite(value) ||
-        value < 0 || value > kMaxFileValue) {
-      return G10LineError(path, line_number,
-                       absl::StrFormat("expected '<kernel> <value> %s', found '%s'; re-copy "
-                                       "the file from G10's artifact",
-                                       unit, line));
-    }
-    if (index != static_cast<int64_t>(values.size())) {
-      return G10LineError(path, line_number,
-                       absl::StrFormat("kernel %d where %d was expected: every kernel needs "
-                                       "exactly one line, in order",
-                                       index, values.size()));
-    }
-    values.push_back(value);
-  }
-  return values;
+  return ParseG10PerKernelFile(*text, path, unit);
 }
 
 Nanos MsToNanos(double ms) { return static_cast<Nanos>(std::llround(ms * 1e6)); }
@@ -83,6 +58,37 @@ int G10DefaultBorder(const std::string& model) {
 
 int G10DefaultInputSize(const std::string& model) {
   return absl::StartsWithIgnoreCase(model, "Inception") ? 299 : 224;
+}
+
+absl::StatusOr<std::vector<double>> ParseG10PerKernelFile(const std::string& text,
+                                                          const std::string& source,
+                                                          const std::string& unit) {
+  std::vector<double> values;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t index = -1;
+    double value = 0;
+    if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &index) ||
+        !absl::SimpleAtod(fields[1], &value) || fields[2] != unit || !std::isfinite(value) ||
+        value < 0 || value > kMaxFileValue) {
+      return G10LineError(source, line_number,
+                       absl::StrFormat("expected '<kernel> <value> %s', found '%s'; re-copy "
+                                       "the file from G10's artifact",
+                                       unit, line));
+    }
+    if (index != static_cast<int64_t>(values.size())) {
+      return G10LineError(source, line_number,
+                       absl::StrFormat("kernel %d where %d was expected: every kernel needs "
+                                       "exactly one line, in order",
+                                       index, values.size()));
+    }
+    values.push_back(value);
+  }
+  return values;
 }
 
 absl::StatusOr<G10Model> LoadG10Model(const std::string& dir, const std::string& model_name,

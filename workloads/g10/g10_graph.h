@@ -74,6 +74,13 @@ int G10DefaultBorder(const std::string& model);
 // 299 for Inception models, 224 for the others.
 int G10DefaultInputSize(const std::string& model);
 
+// Parses one per-kernel file already in memory (`cudnn<B>*.txt`): line i is
+// `<i> <value> <unit>`, every kernel in order, values finite and in
+// 0..1e12. `source` names the file in errors ("<source>:<line>: ...").
+absl::StatusOr<std::vector<double>> ParseG10PerKernelFile(const std::string& text,
+                                                          const std::string& source,
+                                                          const std::string& unit);
+
 // Reads `<dir>/frontend/Nets/<model>.txt` (a transformer graph if it starts
 // with an op id, else a CNN graph) and the four
 // `<dir>/results/<model>/cudnn<batch>*.txt` files. For transformer graphs,

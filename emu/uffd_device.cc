@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,8 +103,8 @@ absl::Status UffdDevice::Init() {
   }
   uffdio_api api{};
   api.api = UFFD_API;
-  api.features = UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_WP_HUGETLBFS_SHMEM |
-                 UFFD_FEATURE_THREAD_ID;
+  api.features = UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_MINOR_SHMEM |
+                 UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_THREAD_ID;
   if (ioctl(uffd_, UFFDIO_API, &api) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "userfaultfd here lacks minor faults or write protection on shared memory "
@@ -124,15 +125,21 @@ absl::Status UffdDevice::Init() {
     return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
   };
   device_ = map(device_fd_);
-  staging_ = map(device_fd_);
   host_ = map(host_fd_);
-  if (device_ == nullptr || staging_ == nullptr || host_ == nullptr) {
+  // Read-only anonymous memory reads as the shared zero page: a source of
+  // zeroes for zero-filled pages that costs no memory.
+  void* zeroes = mmap(nullptr, kBlockSize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  zeroes_ = zeroes == MAP_FAILED ? nullptr : static_cast<char*>(zeroes);
+  if (device_ == nullptr || host_ == nullptr || zeroes_ == nullptr) {
     return ErrnoStatus("mapping the device range");
   }
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(device_);
   reg.range.len = bytes;
-  reg.mode = UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
+  // MISSING as well as MINOR: a page of a frame that holds no memory (never
+  // migrated, or released) has no page in the page cache, and a touch must
+  // fault rather than let the kernel fill it with zeroes.
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
   if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
     return ErrnoStatus("registering the device range");
   }
@@ -143,9 +150,10 @@ UffdDevice::~UffdDevice() {
   StopReader();
   Release();
   const uint64_t bytes = range_bytes();
-  for (char* p : {device_, staging_, host_}) {
+  for (char* p : {device_, host_}) {
     if (p != nullptr) munmap(p, bytes);
   }
+  if (zeroes_ != nullptr) munmap(zeroes_, kBlockSize);
   for (int fd : {device_fd_, host_fd_, stop_fd_}) {
     if (fd >= 0) close(fd);
   }
@@ -160,35 +168,85 @@ absl::Status UffdDevice::AddSlots(uint64_t count) {
   }
   const uint64_t offset = slots_ * kBlockSize;
   const uint64_t length = count * kBlockSize;
-  // Allocates the device pages (in the page cache, through the alias, which
-  // raises no userfaults) and the host pages.
-  if (madvise(staging_ + offset, length, MADV_POPULATE_WRITE) != 0 ||
-      madvise(host_ + offset, length, MADV_POPULATE_WRITE) != 0) {
+  // The host copies only: each is a page's home for the whole run. Device
+  // memory is allocated when bytes are copied in, and released per frame.
+  if (madvise(host_ + offset, length, MADV_POPULATE_WRITE) != 0) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "uffd device: cannot allocate %d MiB of device and host memory: %s", 2 * length >> 20,
+        "uffd device: cannot allocate %d MiB of host memory: %s", length >> 20,
         ErrnoText(errno)));
   }
   slots_ += count;
   return absl::OkStatus();
 }
 
-void UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
-  const uint64_t base = slot * kBlockSize;
-  ForEachPageRun(copy, [&](int first, int count) {
-    std::memcpy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
-                count * kPageSize);
-  });
-  ForEachPageRun(zero, [&](int first, int count) {
-    std::memset(staging_ + base + first * kPageSize, 0, count * kPageSize);
-  });
+namespace {
+
+// pwrite/pread of a whole run, across short transfers. The device memfd is
+// written through the file, not a mapping: a write allocates the page-cache
+// pages it fills without zeroing them first and installs no page-table
+// entries, where a store through a mapping would take a page fault per
+// fresh page.
+absl::Status TransferAll(bool write, int fd, char* buffer, uint64_t length, uint64_t offset) {
+  while (length > 0) {
+    const ssize_t done =
+        write ? pwrite(fd, buffer, length, static_cast<off_t>(offset))
+              : pread(fd, buffer, length, static_cast<off_t>(offset));
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "uffd device: %s of %d bytes of device memory: %s (out of memory?)",
+          write ? "writing" : "reading", length, ErrnoText(done < 0 ? errno : EIO)));
+    }
+    buffer += done;
+    offset += static_cast<uint64_t>(done);
+    length -= static_cast<uint64_t>(done);
+  }
+  return absl::OkStatus();
 }
 
-void UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
+}  // namespace
+
+absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
   const uint64_t base = slot * kBlockSize;
-  ForEachPageRun(pages, [&](int first, int count) {
-    std::memcpy(host_ + base + first * kPageSize, staging_ + base + first * kPageSize,
-                count * kPageSize);
+  absl::Status status;
+  ForEachPageRun(copy, [&](int first, int count) {
+    if (status.ok()) {
+      status = TransferAll(true, device_fd_, host_ + base + first * kPageSize,
+                           count * kPageSize, base + first * kPageSize);
+    }
   });
+  ForEachPageRun(zero, [&](int first, int count) {
+    if (status.ok()) {
+      status = TransferAll(true, device_fd_, zeroes_, count * kPageSize, base + first * kPageSize);
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
+  const uint64_t base = slot * kBlockSize;
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (status.ok()) {
+      status = TransferAll(false, device_fd_, host_ + base + first * kPageSize,
+                           count * kPageSize, base + first * kPageSize);
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::ReleaseFrame(uint64_t slot) {
+  if (fallocate(device_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                static_cast<off_t>(slot * kBlockSize), static_cast<off_t>(kBlockSize)) != 0) {
+    return ErrnoStatus("releasing a frame (fallocate PUNCH_HOLE)");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t UffdDevice::DeviceBytesAllocated() const {
+  struct stat st {};
+  if (fstat(device_fd_, &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
 }
 
 absl::Status UffdDevice::Map(uint64_t slot, const PageMask& pages, bool write_protect) {

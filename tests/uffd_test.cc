@@ -98,6 +98,38 @@ TEST(UffdInvalidation, DataSurvivesEvictionRoundTrips) {
   EXPECT_EQ(run.stats.evictions, sim.stats.evictions);
 }
 
+TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
+  // Twelve blocks through three frames, written then read twice: every
+  // block gets a frame and gives it up several times. Device memory (the
+  // memfd's allocated bytes, as the kernel counts them) must never exceed
+  // the capacity, however many blocks the program has; before frames were
+  // released it grew to all twelve.
+  constexpr int kBlocks = 12;
+  constexpr uint64_t kFrames = 3;
+  ProgramBuilder program;
+  program.Alloc(0, kBlocks);
+  for (int round = 0; round < 2; ++round) {
+    for (int block = 0; block < kBlocks; ++block) {
+      program.Kernel(10 + block, 0, {block}, /*write=*/true);
+    }
+    for (int block = 0; block < kBlocks; ++block) program.Kernel(30 + block, 0, {block});
+  }
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), FastChecked());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+  EXPECT_EQ(run.counters.slots, uint64_t{kBlocks});  // host copies: the footprint
+  EXPECT_GE(run.stats.evictions, 4u * kBlocks - kFrames);
+  EXPECT_EQ(run.counters.peak_frames_held, kFrames);
+  EXPECT_LE(run.counters.peak_device_bytes, kFrames * kBlockSize);
+  // Not vacuous: a frame's memory was measured full before its release.
+  EXPECT_EQ(run.counters.peak_device_bytes % kBlockSize, 0u);
+  EXPECT_GE(run.counters.peak_device_bytes, kBlockSize);
+  EXPECT_LE(run.counters.frames_held, kFrames);
+  EXPECT_LE(run.counters.device_bytes, run.counters.frames_held * kBlockSize);
+}
+
 // A kernel that takes long enough to be interrupted.
 ProgramBuilder LongProgram(int kernels) {
   ProgramBuilder program;

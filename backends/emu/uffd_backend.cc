@@ -81,6 +81,11 @@ struct UffdBackend::SlotBits {
   std::atomic<uint64_t> mapped[kMaskWords];
   std::atomic<uint64_t> accessed[kMaskWords];
   std::atomic<uint64_t> dirty[kMaskWords];
+  // Under map_mu_: the slot holds device memory (a frame's page cache), and
+  // how many transfers of its block are submitted and not landed. The frame
+  // is released once nothing is mapped and nothing is in flight.
+  bool holds_memory = false;
+  int in_flight = 0;
 };
 
 namespace {
@@ -789,6 +794,12 @@ void UffdBackend::Migrate(const Transfer& transfer) {
       return;
     }
   }
+  uint64_t slot = 0;
+  FindSlot(transfer.block, slot);
+  {
+    absl::MutexLock lock(&map_mu_);
+    ++bits_[slot].in_flight;
+  }
   transfers_->Submit(transfer, ReadyAt(transfer.not_before));
 }
 
@@ -836,6 +847,7 @@ void UffdBackend::Evict(const Transfer& transfer) {
     late_dirty_.fetch_add(late.count(), std::memory_order_relaxed);
     ClearMask(bits_[slot].dirty, transfer.pages);
     ClearMask(bits_[slot].accessed, transfer.pages);
+    ++bits_[slot].in_flight;  // the bytes stay until written back
   }
   queried_dirty_.erase(transfer.block);
   transfers_->Submit(writeback, ReadyAt(transfer.not_before));
@@ -848,6 +860,17 @@ void UffdBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   UnmapLocked(slot, pages);
   ClearMask(bits_[slot].dirty, pages);
   ClearMask(bits_[slot].accessed, pages);
+  MaybeReleaseLocked(slot);
+}
+
+void UffdBackend::MaybeReleaseLocked(uint64_t slot) {
+  SlotBits& bits = bits_[slot];
+  if (!bits.holds_memory || bits.in_flight > 0 || Load(bits.mapped).any()) return;
+  // The frame's memory is at its fullest just before it goes.
+  peak_device_bytes_ = std::max(peak_device_bytes_, device_->DeviceBytesAllocated());
+  if (absl::Status s = device_->ReleaseFrame(slot); !s.ok()) Fail(s);
+  bits.holds_memory = false;
+  --frames_held_;
 }
 
 PageUse UffdBackend::QueryUse(BlockNumber block) const {
@@ -862,19 +885,33 @@ PageUse UffdBackend::QueryUse(BlockNumber block) const {
 void UffdBackend::Copy(const Transfer& transfer) {
   uint64_t slot = 0;
   if (!FindSlot(transfer.block, slot)) return;
+  absl::Status s;
   if (transfer.kind == TransferKind::kEviction) {
-    device_->CopyOut(slot, transfer.copy);
+    s = device_->CopyOut(slot, transfer.copy);
   } else {
-    device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
+    {
+      absl::MutexLock lock(&map_mu_);
+      if (!bits_[slot].holds_memory) {
+        bits_[slot].holds_memory = true;
+        peak_frames_held_ = std::max(peak_frames_held_, ++frames_held_);
+      }
+    }
+    s = device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
   }
+  if (!s.ok()) Fail(s);
 }
 
 void UffdBackend::Land(const Transfer& transfer) {
-  if (transfer.kind == TransferKind::kEviction) return;
   uint64_t slot = 0;
   if (!FindSlot(transfer.block, slot)) return;
-  SlotBits& bits = bits_[slot];
   absl::MutexLock lock(&map_mu_);
+  if (transfer.kind != TransferKind::kEviction) MapLanded(transfer, slot);
+  --bits_[slot].in_flight;
+  MaybeReleaseLocked(slot);
+}
+
+void UffdBackend::MapLanded(const Transfer& transfer, uint64_t slot) {
+  SlotBits& bits = bits_[slot];
   const PageMask mapped = Load(bits.mapped);
   if (mapped.none()) {
     if (mapped_frames_ >= capacity_frames_) {
@@ -943,6 +980,13 @@ UffdCounters UffdBackend::counters() const {
   c.corrupted_words = verifier_.corrupted_words();
   c.zeroed_pages_read = verifier_.zeroed_pages_read();
   c.slots = device_ ? device_->slots() : 0;
+  {
+    absl::MutexLock lock(&map_mu_);
+    c.frames_held = frames_held_;
+    c.peak_frames_held = peak_frames_held_;
+    c.peak_device_bytes = peak_device_bytes_;
+  }
+  c.device_bytes = device_ ? device_->DeviceBytesAllocated() : 0;
   return c;
 }
 

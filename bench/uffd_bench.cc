@@ -132,15 +132,24 @@ BENCHMARK(BM_Memcpy2MiB)->UseManualTime();
 // timed. Argument 0: the frame keeps its memory between rounds (a block
 // that gets its frame back); 1: the frame is released after each round, as
 // when the block is evicted, so the copy allocates the 512 pages again (the
-// common case under memory pressure).
+// common case under memory pressure). Argument 1: 0, the 4 KiB path
+// (shmem, pwrite, 512 PTEs); 1, huge frames (hugetlb: memcpy through the
+// alias, one PMD), which needs 2 MiB pages in vm.nr_hugepages (64 for /0,
+// 1 for /1; skipped with a message otherwise).
 // Each iteration also times a plain 2 MiB memcpy as BM_Memcpy2MiB does:
 // fraction_of_memcpy compares the two under the same load. copy_GBps and
 // map_us split the migration: the copy runs near memcpy speed; the map
 // (UFFDIO_CONTINUE, about 0.4 us per page in the kernel) is the rest.
 void BM_Migrate2MiB(benchmark::State& state) {
-  auto device = UffdDevice::Create({.max_blocks = kSlots, .name = "umlab-uffd-bench"});
+  const bool huge = state.range(1) != 0;
+  auto device = UffdDevice::Create(
+      {.max_blocks = kSlots, .name = "umlab-uffd-bench", .huge_pages = huge});
   if (!device.ok() || !(*device)->AddSlots(kSlots).ok()) {
     state.SkipWithError("no userfaultfd");
+    return;
+  }
+  if (huge && UffdDevice::FreeHugePages() < (state.range(0) != 0 ? 1u : uint64_t{kSlots})) {
+    state.SkipWithError("too few free 2 MiB huge pages (vm.nr_hugepages)");
     return;
   }
   const size_t bytes = kSlots * kBlockSize;
@@ -176,7 +185,7 @@ void BM_Migrate2MiB(benchmark::State& state) {
   state.counters["fraction_of_memcpy"] =
       static_cast<double>(memcpy_ns) / static_cast<double>(std::max<Nanos>(migrate_ns, 1));
 }
-BENCHMARK(BM_Migrate2MiB)->Arg(0)->Arg(1)->UseManualTime();
+BENCHMARK(BM_Migrate2MiB)->ArgsProduct({{0, 1}, {0, 1}})->UseManualTime();
 
 // The naive alternative, for the record: UFFDIO_COPY of 2 MiB into an
 // anonymous range registered for missing faults, then MADV_DONTNEED.

@@ -29,6 +29,17 @@
 // cache (ReleaseFrame) when its block gives up its frame, so device memory
 // stays within the capacity. A touch of a slot page with no page cache is a
 // MISSING fault, serviced like a minor one.
+//
+// Huge frames (Options::huge_pages): device memory is a hugetlb memfd of
+// 2 MiB pages instead, so a frame is one huge page and one UFFDIO_CONTINUE
+// maps it with a single PMD (about 3 us where 512 PTEs take 170-350 us).
+// hugetlbfs has no write(), so bytes go through an unregistered alias
+// mapping (memcpy), and a frame's huge page is allocated by fallocate first,
+// which fails cleanly when the pool is empty where a store would SIGBUS.
+// The page table then has 2 MiB granularity: Map and Unmap take whole
+// blocks only, and AllowWrite lifts the protection of the whole frame. The
+// pages come from the pool reserved in vm.nr_hugepages (2 MiB size), which
+// this class never changes.
 #ifndef UMLAB_EMU_UFFD_DEVICE_H_
 #define UMLAB_EMU_UFFD_DEVICE_H_
 
@@ -58,7 +69,11 @@ class UffdDevice {
   struct Options {
     uint64_t max_blocks = 32768;  // device range size, in 2 MiB slots (64 GiB)
     std::string name = "umlab-uffd";
+    bool huge_pages = false;  // hugetlb frames, whole blocks only (see above)
   };
+
+  // 2 MiB hugetlb pages free in the system's pool now (0 if unknown).
+  static uint64_t FreeHugePages();
 
   // How a userfaultfd descriptor is obtained: through the syscall
   // (`device_node` false) or /dev/userfaultfd (true). Returns the descriptor
@@ -86,6 +101,7 @@ class UffdDevice {
   }
   char* device_base() const { return device_; }
   uint64_t range_bytes() const { return options_.max_blocks * kBlockSize; }
+  bool huge_pages() const { return options_.huge_pages; }
 
   // --- Data movement (host <-> device memory); no page table change ---
   // Host copy -> device pages for `copy`, zeroes for `zero`. Allocates the
@@ -102,13 +118,15 @@ class UffdDevice {
 
   // --- The device page table ---
   // Maps `pages` (none may be mapped), write-protected if asked. Does not
-  // wake anyone: stalled accessors wait for a replay.
+  // wake anyone: stalled accessors wait for a replay. With huge frames,
+  // `pages` must be the whole block (InvalidArgument otherwise), for Unmap too.
   absl::Status Map(uint64_t slot, const PageMask& pages, bool write_protect);
   // Unmaps `pages`; their bytes stay in device memory. The next touch faults.
   absl::Status Unmap(uint64_t slot, const PageMask& pages);
   // Lets the stalled accessors of [offset, offset + length) retry.
   absl::Status Wake(uint64_t offset, uint64_t length);
-  // Lifts write protection on one mapped page and wakes its writers.
+  // Lifts write protection on one mapped page (with huge frames: on its
+  // whole frame) and wakes its writers.
   absl::Status AllowWrite(uint64_t offset);
 
   // --- Faults ---
@@ -133,6 +151,8 @@ class UffdDevice {
  private:
   explicit UffdDevice(const Options& options) : options_(options) {}
   absl::Status Init();
+  // Whole-block check for the huge-frame page table.
+  absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;
   void ReaderLoop();
   // One read() of up to 64 messages, each passed to handler_. Returns the
   // number of messages, or -errno (-EAGAIN: none queued).
@@ -146,6 +166,7 @@ class UffdDevice {
   char* device_ = nullptr;
   char* host_ = nullptr;
   char* zeroes_ = nullptr;  // 2 MiB that read as zero
+  char* staging_ = nullptr;  // huge frames only: unregistered alias of device memory
   uint64_t slots_ = 0;
   std::function<void(const UffdFault&)> handler_;  // set before the reader starts
   std::thread reader_;

@@ -141,6 +141,19 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
   std::unique_ptr<UffdBackend> backend(new UffdBackend(device, capacity_frames, options));
   UffdDevice::Options device_options;
   device_options.max_blocks = options.max_blocks;
+  device_options.huge_pages = options.huge_pages;
+  // An unlimited capacity (capacity_frames beyond the range) is checked
+  // frame by frame instead: CopyIn fails cleanly when the pool runs dry.
+  if (options.huge_pages && capacity_frames < options.max_blocks &&
+      UffdDevice::FreeHugePages() < capacity_frames) {
+    // umlab never reserves them itself: the pool is the machine's memory,
+    // taken from everyone else, and needs root.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "backend uffd: huge_pages=true needs %d free 2 MiB huge pages (the capacity) and %d "
+        "are free: as root, sysctl vm.nr_hugepages=%d (more if others use them), or drop "
+        "huge_pages",
+        capacity_frames, UffdDevice::FreeHugePages(), capacity_frames));
+  }
   absl::StatusOr<std::unique_ptr<UffdDevice>> created = UffdDevice::Create(device_options);
   if (!created.ok()) return created.status();
   backend->device_ = std::move(*created);
@@ -580,7 +593,13 @@ void UffdBackend::OnFault(const UffdFault& fault) {
     absl::MutexLock lock(&map_mu_);
     absl::Status s;
     if (TestBit(bits_[slot].mapped, index)) {
-      SetBit(bits_[slot].dirty, index);
+      // A huge frame's protection goes for all its pages at once, so all
+      // of them may be written from now on without a trap: all are dirty.
+      if (options_.huge_pages) {
+        OrMask(bits_[slot].dirty, FullPageMask());
+      } else {
+        SetBit(bits_[slot].dirty, index);
+      }
       s = device_->AllowWrite(device_page * kPageSize);
     } else {
       s = device_->Wake(device_page * kPageSize, kPageSize);  // it faults again, as a miss
@@ -803,9 +822,19 @@ void UffdBackend::Migrate(const Transfer& transfer) {
   transfers_->Submit(transfer, ReadyAt(transfer.not_before));
 }
 
+bool UffdBackend::WholeBlockOrFail(uint64_t slot, const PageMask& pages, const char* what) {
+  if (!options_.huge_pages || pages == FullPageMask()) return true;
+  Fail(absl::FailedPreconditionError(absl::StrFormat(
+      "backend uffd: huge_pages=true maps whole 2 MiB blocks only, and the engine %s %d of "
+      "block %#x's %d pages (this policy or program works on parts of blocks): drop huge_pages",
+      what, pages.count(), block_of_slot_[slot] * kBlockSize, kPagesPerBlock)));
+  return false;
+}
+
 void UffdBackend::UnmapLocked(uint64_t slot, const PageMask& pages) {
   SlotBits& bits = bits_[slot];
   const PageMask mapped = Load(bits.mapped);
+  if ((pages & mapped).any() && !WholeBlockOrFail(slot, pages & mapped, "unmapped")) return;
   const bool had = mapped.any();
   ClearMask(bits.mapped, pages);
   absl::Status s;
@@ -923,14 +952,22 @@ void UffdBackend::MapLanded(const Transfer& transfer, uint64_t slot) {
     ++mapped_frames_;
   }
   const PageMask pages = transfer.pages & ~mapped;
+  if (!WholeBlockOrFail(slot, pages, "migrated")) return;
   // Zero-filled pages hold the only valid copy from now on: dirty at once,
   // and mapped writable. Copied pages are clean until their first write.
   const PageMask zeroed = pages & ~transfer.copy;
   ClearMask(bits.accessed, pages);
   ClearMask(bits.dirty, pages & transfer.copy);
   OrMask(bits.dirty, zeroed);
-  absl::Status s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
-  if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  absl::Status s;
+  if (options_.huge_pages) {
+    // One PMD: write-protected if any page is a clean copy (its first
+    // write must trap), writable if all were zero-filled (all dirty).
+    s = device_->Map(slot, pages, /*write_protect=*/(pages & transfer.copy).any());
+  } else {
+    s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
+    if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  }
   if (!s.ok()) {
     Fail(s);
     return;
@@ -980,6 +1017,7 @@ UffdCounters UffdBackend::counters() const {
   c.corrupted_words = verifier_.corrupted_words();
   c.zeroed_pages_read = verifier_.zeroed_pages_read();
   c.slots = device_ ? device_->slots() : 0;
+  c.huge_frames = options_.huge_pages;
   {
     absl::MutexLock lock(&map_mu_);
     c.frames_held = frames_held_;
@@ -1013,6 +1051,9 @@ UMLAB_REGISTER_BACKEND(
          {"watchdog_s", ParamType::kDouble, "120",
           "fail when nothing progresses for this many seconds"},
          {"max_gib", ParamType::kInt, "64", "size of the device address range, GiB"},
+         {"huge_pages", ParamType::kBool, "false",
+          "frames are 2 MiB hugetlb pages, mapped whole (fast migration; needs "
+          "vm.nr_hugepages >= capacity and a whole-block policy)"},
      },
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -1022,6 +1063,7 @@ UMLAB_REGISTER_BACKEND(
        options.verify = params.Bool("verify");
        options.sms = static_cast<int>(params.Int("sms"));
        options.watchdog_s = params.Double("watchdog_s");
+       options.huge_pages = params.Bool("huge_pages");
        const int64_t gib = params.Int("max_gib");
        if (!(options.dilation > 0) || options.sms < 1 || options.sms > 1024 ||
            !(options.watchdog_s > 0) || gib < 1 || gib > (1 << 20)) {

@@ -164,6 +164,66 @@ TEST(UffdMemory, HugeFramesRoundTripWholeBlocksAndRefuseParts) {
   ASSERT_TRUE(d.ReleaseFrame(0).ok());
 }
 
+// Demand paging at 2 MiB: a fault brings its whole block, as huge frames need.
+class WholeBlockPolicy final : public Policy {
+ public:
+  PageMask ExpandFault(BlockNumber, const PageMask&) override { return FullPageMask(); }
+};
+
+// Blocks written then read twice through fewer frames (every block gets a
+// frame and gives it up several times).
+ProgramBuilder CyclingProgram(int blocks) {
+  ProgramBuilder program;
+  program.Alloc(0, blocks);
+  for (int round = 0; round < 2; ++round) {
+    for (int block = 0; block < blocks; ++block) {
+      program.Kernel(10 + block, 0, {block}, /*write=*/true);
+    }
+    for (int block = 0; block < blocks; ++block) program.Kernel(30 + block, 0, {block});
+  }
+  return program;
+}
+
+TEST(UffdHugeFrames, WholeBlockRunVerifiesWithTheSameTrafficAsSmallPages) {
+  constexpr uint64_t kFrames = 3;
+  if (UffdDevice::FreeHugePages() < kFrames) GTEST_SKIP() << "no free 2 MiB huge pages";
+  ProgramBuilder program = CyclingProgram(8);
+  UffdOptions huge = FastChecked();
+  huge.huge_pages = true;
+  WholeBlockPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), huge);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_TRUE(run.counters.huge_frames);
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+  EXPECT_EQ(run.counters.pages_checked, 16u * kPagesPerBlock);
+  EXPECT_LE(run.counters.peak_device_bytes, kFrames * kBlockSize);
+  // The 4 KiB path, same program and policy: the same blocks move. (Whole
+  // blocks are written here, so per-2-MiB dirty bits write back no more.)
+  WholeBlockPolicy small_policy;
+  VectorSource small_source = program.Source();
+  const UffdRun small = RunOnUffd(small_source, kFrames, small_policy, TestDevice(4), FastChecked());
+  ASSERT_TRUE(small.status.ok()) << small.status;
+  EXPECT_FALSE(small.counters.huge_frames);
+  EXPECT_EQ(run.stats.h2d_bytes, small.stats.h2d_bytes);
+  EXPECT_EQ(run.stats.d2h_bytes, small.stats.d2h_bytes);
+  EXPECT_EQ(run.stats.evictions, small.stats.evictions);
+  EXPECT_GE(run.stats.evictions, 4u * 8 - kFrames);
+}
+
+TEST(UffdHugeFrames, PartialMigrationFailsTheRunWithTheWayOut) {
+  if (UffdDevice::FreeHugePages() < 2) GTEST_SKIP() << "no free 2 MiB huge pages";
+  ProgramBuilder program = CyclingProgram(2);
+  UffdOptions huge = FastChecked();
+  huge.huge_pages = true;
+  DemandPolicy policy;  // one 4 KiB page per fault: cannot be a PMD
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), huge);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kFailedPrecondition) << run.status;
+  EXPECT_NE(run.status.message().find("drop huge_pages"), absl::string_view::npos)
+      << run.status;
+}
+
 // A kernel that takes long enough to be interrupted.
 ProgramBuilder LongProgram(int kernels) {
   ProgramBuilder program;

@@ -98,6 +98,20 @@ TEST(UffdInvalidation, DataSurvivesEvictionRoundTrips) {
   EXPECT_EQ(run.stats.evictions, sim.stats.evictions);
 }
 
+// Blocks written then read twice through fewer frames (every block gets a
+// frame and gives it up several times).
+ProgramBuilder CyclingProgram(int blocks) {
+  ProgramBuilder program;
+  program.Alloc(0, blocks);
+  for (int round = 0; round < 2; ++round) {
+    for (int block = 0; block < blocks; ++block) {
+      program.Kernel(10 + block, 0, {block}, /*write=*/true);
+    }
+    for (int block = 0; block < blocks; ++block) program.Kernel(30 + block, 0, {block});
+  }
+  return program;
+}
+
 TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
   // Twelve blocks through three frames, written then read twice: every
   // block gets a frame and gives it up several times. Device memory (the
@@ -106,14 +120,7 @@ TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
   // released it grew to all twelve.
   constexpr int kBlocks = 12;
   constexpr uint64_t kFrames = 3;
-  ProgramBuilder program;
-  program.Alloc(0, kBlocks);
-  for (int round = 0; round < 2; ++round) {
-    for (int block = 0; block < kBlocks; ++block) {
-      program.Kernel(10 + block, 0, {block}, /*write=*/true);
-    }
-    for (int block = 0; block < kBlocks; ++block) program.Kernel(30 + block, 0, {block});
-  }
+  ProgramBuilder program = CyclingProgram(kBlocks);
   DemandPolicy policy;
   VectorSource source = program.Source();
   const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), FastChecked());
@@ -170,20 +177,6 @@ class WholeBlockPolicy final : public Policy {
   PageMask ExpandFault(BlockNumber, const PageMask&) override { return FullPageMask(); }
 };
 
-// Blocks written then read twice through fewer frames (every block gets a
-// frame and gives it up several times).
-ProgramBuilder CyclingProgram(int blocks) {
-  ProgramBuilder program;
-  program.Alloc(0, blocks);
-  for (int round = 0; round < 2; ++round) {
-    for (int block = 0; block < blocks; ++block) {
-      program.Kernel(10 + block, 0, {block}, /*write=*/true);
-    }
-    for (int block = 0; block < blocks; ++block) program.Kernel(30 + block, 0, {block});
-  }
-  return program;
-}
-
 TEST(UffdHugeFrames, WholeBlockRunVerifiesWithTheSameTrafficAsSmallPages) {
   constexpr uint64_t kFrames = 3;
   if (UffdDevice::FreeHugePages() < kFrames) GTEST_SKIP() << "no free 2 MiB huge pages";
@@ -202,7 +195,8 @@ TEST(UffdHugeFrames, WholeBlockRunVerifiesWithTheSameTrafficAsSmallPages) {
   // blocks are written here, so per-2-MiB dirty bits write back no more.)
   WholeBlockPolicy small_policy;
   VectorSource small_source = program.Source();
-  const UffdRun small = RunOnUffd(small_source, kFrames, small_policy, TestDevice(4), FastChecked());
+  const UffdRun small =
+      RunOnUffd(small_source, kFrames, small_policy, TestDevice(4), FastChecked());
   ASSERT_TRUE(small.status.ok()) << small.status;
   EXPECT_FALSE(small.counters.huge_frames);
   EXPECT_EQ(run.stats.h2d_bytes, small.stats.h2d_bytes);

@@ -187,6 +187,7 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // mapped or in flight (its block gave up its frame).
   void MaybeReleaseLocked(uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
 
+  DeviceConfig device_config_;
   uint64_t capacity_frames_;
   UffdOptions options_;
   std::unique_ptr<UffdDevice> device_;

@@ -93,11 +93,13 @@ class UffdDevice {
   // Their device memory is allocated by CopyIn and freed by ReleaseFrame.
   absl::Status AddSlots(uint64_t count);
   uint64_t slots() const { return slots_; }
+  uint64_t max_slots() const { return options_.max_blocks; }
 
   // Where a slot's page lives in the device range (what SMs touch).
   char* DevicePage(uint64_t slot, int page) const {
     return device_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
   }
+  char* device_base() const { return device_; }
   uint64_t range_bytes() const { return options_.max_blocks * kBlockSize; }
   bool huge_pages() const { return options_.huge_pages; }
 

@@ -124,8 +124,7 @@ PageMask UffdBackend::Load(const std::atomic<uint64_t>* words) const {
 
 UffdBackend::UffdBackend(const DeviceConfig& device, uint64_t capacity_frames,
                          const UffdOptions& options)
-    : device_config_(device),
-      capacity_frames_(capacity_frames),
+    : capacity_frames_(capacity_frames),
       options_(options),
       throttle_(device.link, options.dilation, options.throttle),
       verifier_(options.verify),

@@ -165,7 +165,6 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   PageMask Load(const std::atomic<uint64_t>* words) const;
   void UnmapLocked(uint64_t slot, const PageMask& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
 
-  DeviceConfig device_config_;
   uint64_t capacity_frames_;
   UffdOptions options_;
   std::unique_ptr<UffdDevice> device_;

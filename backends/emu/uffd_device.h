@@ -77,13 +77,11 @@ class UffdDevice {
   // host copies up front, so that transfers never pay for page allocation.
   absl::Status AddSlots(uint64_t count);
   uint64_t slots() const { return slots_; }
-  uint64_t max_slots() const { return options_.max_blocks; }
 
   // Where a slot's page lives in the device range (what SMs touch).
   char* DevicePage(uint64_t slot, int page) const {
     return device_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
   }
-  char* device_base() const { return device_; }
   uint64_t range_bytes() const { return options_.max_blocks * kBlockSize; }
 
   // --- Data movement (host <-> the staging alias); no page table change ---

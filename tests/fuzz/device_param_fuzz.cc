@@ -24,7 +24,11 @@ bool PositiveRate(double value) { return std::isfinite(value) && value > 0; }
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::vector<std::string> presets = umlab::DevicePresetNames();
+  static const std::vector<std::string> presets = [] {
+    std::vector<std::string> names;
+    for (const auto* entry : umlab::DevicePresets().Entries()) names.push_back(entry->name);
+    return names;
+  }();
   if (size == 0) return 0;
   absl::StatusOr<umlab::DeviceConfig> preset =
       umlab::DevicePreset(presets[data[0] % presets.size()]);

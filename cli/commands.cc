@@ -302,14 +302,16 @@ std::optional<Failure> InspectCommand(const Context& ctx) {
 }
 
 // One line per parameter: name, type, default, range (numbers that have
-// one), help.
+// one) or choices (strings that have them), help.
 std::string FormatParams(const std::vector<ParamInfo>& params) {
   std::string out;
   for (const ParamInfo& p : params) {
+    const std::string allowed = p.range.bounded()      ? "range " + p.range.ToString()
+                                : !p.choices.empty() ? "one of " + absl::StrJoin(p.choices, "|")
+                                                     : "";
     out += absl::StrFormat("      %-18s %-7s default %-10s %-22s %s\n", p.name,
                            ParamTypeName(p.type),
-                           p.default_value.empty() ? "\"\"" : p.default_value,
-                           p.range.bounded() ? "range " + p.range.ToString() : "", p.help);
+                           p.default_value.empty() ? "\"\"" : p.default_value, allowed, p.help);
   }
   return out;
 }

@@ -17,6 +17,19 @@ struct FaultEntry {
   Nanos time_ns = 0;
 };
 
+// The trace event of a fault the buffer accepted: what a backend hands its
+// recorder, so that a trace holds the same fault whichever backend saw it.
+inline Event FaultEvent(const FaultEntry& entry) {
+  Event event;
+  event.kind = EventKind::kFault;
+  event.access = entry.access;
+  event.sm = entry.sm;
+  event.exec_id = entry.exec_id;
+  event.address = entry.page * kPageSize;
+  event.time_ns = entry.time_ns;
+  return event;
+}
+
 }  // namespace umlab
 
 #endif  // UMLAB_CORE_FAULT_H_

@@ -1,5 +1,7 @@
 #include "core/param_map.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +51,12 @@ absl::Status CheckValue(const ParamInfo& info, absl::string_view value,
       break;
     }
     case ParamType::kString:
+      if (!info.choices.empty() &&
+          std::find(info.choices.begin(), info.choices.end(), value) == info.choices.end()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: parameter %s=%s is not one of: %s", owner, info.name, value,
+            absl::StrJoin(info.choices, ", ")));
+      }
       break;
   }
   if (!ok) {
@@ -126,21 +134,34 @@ absl::StatusOr<ParamMap> ParamMap::Resolve(absl::Span<const ParamInfo> declared,
     map.values_[std::string(key)] = std::string(value);
   }
   for (const ParamInfo& info : declared) {
-    if (absl::Status status = CheckValue(info, map.values_[info.name], owner); !status.ok()) {
-      return status;
+    const std::string& value = map.values_[info.name];
+    if (absl::Status status = CheckValue(info, value, owner); !status.ok()) return status;
+    if (!info.choices.empty()) {
+      map.choices_[info.name] = static_cast<size_t>(
+          std::find(info.choices.begin(), info.choices.end(), value) - info.choices.begin());
     }
   }
   return map;
 }
 
-const std::string& ParamMap::Raw(absl::string_view name) const {
-  auto it = values_.find(name);
-  if (it == values_.end()) {
-    std::fprintf(stderr, "umlab: internal error: undeclared parameter '%s'\n",
-                 std::string(name).c_str());
+namespace {
+
+// Reading a parameter the component never declared is a programming error.
+template <typename Map>
+const typename Map::mapped_type& Lookup(const Map& map, absl::string_view name,
+                                        const char* what) {
+  auto it = map.find(name);
+  if (it == map.end()) {
+    std::fprintf(stderr, "umlab: internal error: %s '%s'\n", what, std::string(name).c_str());
     std::abort();
   }
   return it->second;
+}
+
+}  // namespace
+
+const std::string& ParamMap::Raw(absl::string_view name) const {
+  return Lookup(values_, name, "undeclared parameter");
 }
 
 int64_t ParamMap::Int(absl::string_view name) const {
@@ -166,6 +187,10 @@ uint64_t ParamMap::Bytes(absl::string_view name) const {
 }
 
 const std::string& ParamMap::String(absl::string_view name) const { return Raw(name); }
+
+size_t ParamMap::Choice(absl::string_view name) const {
+  return Lookup(choices_, name, "no choices declared for parameter");
+}
 
 std::string ParamMap::ToString() const {
   return absl::StrJoin(values_, ",", absl::PairFormatter("="));

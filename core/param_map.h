@@ -57,6 +57,9 @@ struct ParamInfo {
   std::string default_value;
   std::string help;
   ParamRange range = {};  // int, number and bytes only
+  // String only: the values it accepts, checked in Resolve like a range
+  // (empty: any string). A factory maps them with ParamMap::Choice.
+  std::vector<std::string> choices = {};
 };
 
 const char* ParamTypeName(ParamType type);
@@ -79,6 +82,10 @@ class ParamMap {
   bool Bool(absl::string_view name) const;
   uint64_t Bytes(absl::string_view name) const;
   const std::string& String(absl::string_view name) const;
+  // For a parameter declared with choices: the index of its value among
+  // them, so that a factory can map it onto an enum declared in the same
+  // order.
+  size_t Choice(absl::string_view name) const;
 
   // "k=v,k=v" with every parameter, in name order: for reports.
   std::string ToString() const;
@@ -86,6 +93,7 @@ class ParamMap {
  private:
   const std::string& Raw(absl::string_view name) const;
   std::map<std::string, std::string, std::less<>> values_;
+  std::map<std::string, size_t, std::less<>> choices_;
 };
 
 // Splits "name:k=v,k=v" into ("name", "k=v,k=v").

@@ -561,7 +561,7 @@ TEST(DeepUmSizingTest, TheSizingParameterIsChecked) {
   EXPECT_TRUE(Policies().Create("deepum:table_sizing=grow,rows=512").ok());
   const auto policy = Policies().Create("deepum:table_sizing=lazy");
   ASSERT_FALSE(policy.ok());
-  EXPECT_THAT(std::string(policy.status().message()), ::testing::HasSubstr("grow or fixed"));
+  EXPECT_THAT(std::string(policy.status().message()), ::testing::HasSubstr("table_sizing=lazy is not one of: grow, fixed"));
 }
 
 }  // namespace

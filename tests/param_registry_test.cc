@@ -81,6 +81,23 @@ TEST(ParamMapRangeTest, RejectsValuesOutOfRangeWithOneLine) {
   }
 }
 
+TEST(ParamMapChoiceTest, AcceptsOnlyDeclaredChoicesAndIndexesThem) {
+  const std::vector<ParamInfo> declared = {
+      {"mode", ParamType::kString, "fast", "how", {}, {"fast", "exact", "lazy"}},
+      {"label", ParamType::kString, "", "any string"}};
+  absl::StatusOr<ParamMap> params = ParamMap::Resolve(declared, "mode=lazy,label=x", "policy t");
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->Choice("mode"), 2u);
+  EXPECT_EQ(ParamMap::Resolve(declared, "", "policy t")->Choice("mode"), 0u);
+  absl::StatusOr<ParamMap> bad = ParamMap::Resolve(declared, "mode=slow", "policy t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "policy t: parameter mode=slow is not one of: fast, exact, lazy");
+  // A default outside its own choices is caught too.
+  const std::vector<ParamInfo> wrong_default = {
+      {"mode", ParamType::kString, "quick", "how", {}, {"fast", "exact"}}};
+  EXPECT_FALSE(ParamMap::Resolve(wrong_default, "", "policy t").ok());
+}
+
 TEST(ParamMapRangeTest, RejectsADefaultOutsideItsOwnRange) {
   const std::vector<ParamInfo> bad = {
       {"n", ParamType::kInt, "0", "kernels", ParamRange::Closed(1, 8)}};

@@ -409,7 +409,9 @@ std::vector<ParamInfo> DeepUmParams() {
       {"table_sizing", ParamType::kString, "grow",
        "grow: each UM-block table doubles its rows, up to `rows`, as its kernel's faults "
        "need them (same predictions, memory as in the paper's Table 4); fixed: all `rows` "
-       "rows allocated up front"},
+       "rows allocated up front",
+       {},
+       {"grow", "fixed"}},  // TableSizing's order
       {"n", ParamType::kInt, "16",
        "kernels prefetched ahead of the current one before chaining pauses (the paper's N)",
        ParamRange::Closed(0, 4096)},
@@ -423,15 +425,7 @@ absl::StatusOr<std::unique_ptr<Policy>> MakeDeepUm(const ParamMap& params, bool 
   options.invalidate = invalidate;
   const int64_t rows = params.Int("rows"), assoc = params.Int("assoc");
   const int64_t succs = params.Int("succs"), lookahead = params.Int("n");
-  const std::string sizing = params.String("table_sizing");
-  if (sizing == "grow") {
-    options.sizing = TableSizing::kGrow;
-  } else if (sizing == "fixed") {
-    options.sizing = TableSizing::kFixed;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "policy deepum: table_sizing=%s must be grow or fixed", sizing));
-  }
+  options.sizing = static_cast<TableSizing>(params.Choice("table_sizing"));
   options.rows = static_cast<int>(rows);
   options.assoc = static_cast<int>(assoc);
   options.succs = static_cast<int>(succs);

@@ -42,7 +42,8 @@
 
 namespace umlab {
 
-// How a UM-block table's rows are allocated.
+// How a UM-block table's rows are allocated; in the order of the
+// policy's table_sizing choices.
 enum class TableSizing {
   // Rows double, from nothing up to NumRows, whenever a new block finds its
   // row full. A row only ever splits in two, so the table holds exactly what

@@ -1,5 +1,8 @@
 #include "workloads/dnn/cnn_layers.h"
 
+#include "absl/strings/str_cat.h"
+#include "workloads/dnn/dnn_workload.h"
+
 namespace umlab {
 
 int ConvBn(TrainingGraph& g, const std::string& conv_name, const std::string& bn_name,
@@ -24,13 +27,36 @@ int ClassifierLoss(TrainingGraph& g, const std::string& fc_name, int x,
   return g.CrossEntropy(logits, labels, "loss", shape.n, classes);
 }
 
-std::vector<ParamInfo> ImageParams(int default_batch, Optimizer default_optimizer) {
+std::vector<ParamInfo> ImageParams(int default_batch, Optimizer default_optimizer,
+                                   int64_t min_image, const std::string& image_note) {
   std::vector<ParamInfo> params = TrainingParams(default_batch, 3, default_optimizer);
-  params.push_back({"image", ParamType::kInt, "224", "image height and width in pixels",
-                    ParamRange::Closed(32, 4096)});
+  params.push_back({"image", ParamType::kInt, "224",
+                    absl::StrCat("image height and width in pixels", image_note),
+                    ParamRange::Closed(min_image, 4096)});
   params.push_back(
       {"classes", ParamType::kInt, "1000", "classifier outputs", ParamRange::Closed(1, 1'000'000)});
   return params;
+}
+
+ImageBatch BeginImageBatch(TrainingGraph& g, int64_t image) {
+  const uint64_t b = g.options().batch;
+  ImageBatch batch;
+  batch.shape = ImageShape{b, 3, static_cast<uint64_t>(image), static_cast<uint64_t>(image)};
+  g.BeginIteration();
+  batch.images = g.LoadInput("images", batch.shape.elements() * g.element_bytes());
+  batch.labels = g.LoadInput("labels", b * 8);
+  return batch;
+}
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeImageWorkload(const std::string& name,
+                                                            const ParamMap& params,
+                                                            const ComputeSpec& spec,
+                                                            const ImageModelBuilder& build) {
+  const TrainingOptions options = TrainingOptionsFromParams(params);
+  const int64_t image = params.Int("image");
+  const int64_t classes = params.Int("classes");
+  return MakeDnnWorkload(name, options, spec,
+                         [&](TrainingGraph& g) { return build(g, image, classes); });
 }
 
 }  // namespace umlab

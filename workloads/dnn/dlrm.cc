@@ -58,10 +58,9 @@ int Mlp(TrainingGraph& g, const std::string& prefix, int x, uint64_t in,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeDlrm(const ParamMap& params,
                                                    const ComputeSpec& spec) {
-  absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, "dlrm");
-  if (!options.ok()) return options.status();
+  const TrainingOptions options = TrainingOptionsFromParams(params);
   const double zipf = params.Double("zipf");
-  return MakeDnnWorkload("dlrm", *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
+  return MakeDnnWorkload("dlrm", options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
     const uint64_t b = g.options().batch;
     std::vector<EmbeddingLayer> tables;
     std::vector<KernelAccess> rows;

@@ -5,6 +5,7 @@
 #ifndef UMLAB_WORKLOADS_DNN_DNN_WORKLOAD_H_
 #define UMLAB_WORKLOADS_DNN_DNN_WORKLOAD_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,28 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeDnnWorkload(const std::string& nam
                                                           const TrainingOptions& options,
                                                           const ComputeSpec& spec,
                                                           const ModelBuilder& build);
+
+// Registers one workload per size of a model family (gpt2-small .. gpt2-xl),
+// so that each size needs only its row: a Size has `name` and `description`;
+// `params(size)` gives the parameters it declares and `make(size, params,
+// spec)` builds it. `sizes` is a namespace-scope table: the factories keep a
+// reference to their row. Returns whether every name was new.
+template <typename Size, size_t N, typename ParamsFn, typename MakeFn>
+bool RegisterModelFamily(const Size (&sizes)[N], ParamsFn params, MakeFn make) {
+  bool registered = true;
+  for (const Size& size : sizes) {
+    registered &= Workloads().Register(
+        {size.name, size.description, params(size),
+         [&size, make](const ParamMap& p, const ComputeSpec& s) { return make(size, p, s); }});
+  }
+  return registered;
+}
+
+// UMLAB_REGISTER_WORKLOAD for a model family, from a source file's static
+// initialisation: UMLAB_REGISTER_MODEL_FAMILY(gpt2, kSizes, Gpt2Params, MakeGpt2);
+#define UMLAB_REGISTER_MODEL_FAMILY(id, ...)                          \
+  [[maybe_unused]] static const bool umlab_workload_registered_##id = \
+      ::umlab::RegisterModelFamily(__VA_ARGS__)
 
 }  // namespace umlab
 

@@ -12,23 +12,6 @@ namespace umlab {
 
 namespace {
 
-uint64_t ElementBytes(MlpPrecision precision) {
-  return precision == MlpPrecision::kFp32 ? 4 : 2;
-}
-
-const char* PrecisionName(MlpPrecision precision) {
-  switch (precision) {
-    case MlpPrecision::kFp32: return "fp32";
-    case MlpPrecision::kFp16: return "fp16";
-    case MlpPrecision::kBf16: return "bf16";
-  }
-  return "?";
-}
-
-const char* OptimizerName(MlpOptimizer optimizer) {
-  return optimizer == MlpOptimizer::kAdam ? "adam" : "sgd";
-}
-
 constexpr AccessType kRead = AccessType::kRead;
 constexpr AccessType kWrite = AccessType::kWrite;
 
@@ -38,13 +21,19 @@ std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
   program->workload = "mlp";
   program->iterations = options.iterations;
   TensorProgramBuilder build(*program, spec);
+  // A new tensor, allocated at once: every tensor of this program is.
+  auto allocate = [&build](std::string name, uint64_t bytes, TensorRole role) {
+    const int tensor = build.Tensor(std::move(name), bytes, role);
+    build.Allocate(tensor);
+    return tensor;
+  };
 
   const int layers = options.layers;
   const uint64_t b = static_cast<uint64_t>(options.batch);
   const uint64_t h = static_cast<uint64_t>(options.hidden);
   const uint64_t element = ElementBytes(options.precision);
-  const bool half = options.precision != MlpPrecision::kFp32;
-  const bool adam = options.optimizer == MlpOptimizer::kAdam;
+  const bool half = options.precision != Precision::kFp32;
+  const bool adam = options.optimizer == Optimizer::kAdam;
   const double bd = static_cast<double>(b);
   const double hd = static_cast<double>(h);
   const double gemm_flops = 2.0 * bd * hd * hd;
@@ -71,14 +60,10 @@ std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
   std::vector<Parameter> parameters;  // in model.parameters() order
   std::vector<int> weights(layers), biases(layers);
   for (int l = 0; l < layers; ++l) {
-    weights[l] = build.Tensor(absl::StrCat("l", l, ".weight"), h * h * element,
-                              TensorRole::kParameter);
-    build.Allocate(weights[l]);
+    weights[l] = allocate(absl::StrCat("l", l, ".weight"), h * h * element, TensorRole::kParameter);
     build.Launch(layer("init_weight", l, weight_shape), 0, false,
                  {{weights[l], kWrite}});
-    biases[l] = build.Tensor(absl::StrCat("l", l, ".bias"), h * element,
-                             TensorRole::kParameter);
-    build.Allocate(biases[l]);
+    biases[l] = allocate(absl::StrCat("l", l, ".bias"), h * element, TensorRole::kParameter);
     build.Launch(layer("init_bias", l, bias_shape), 0, false, {{biases[l], kWrite}});
     parameters.push_back({weights[l], -1, {}, "w", weight_shape, l});
     parameters.push_back({biases[l], -1, {}, "b", bias_shape, l});
@@ -91,20 +76,17 @@ std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
     const std::string param_name = param.name;
     const uint64_t param_bytes = param.bytes;
     for (const std::string& state_name : state_names) {
-      const int state = build.Tensor(absl::StrCat(param_name, ".", state_name),
-                                     param_bytes, TensorRole::kOptimizerState);
-      build.Allocate(state);
+      const int state = allocate(absl::StrCat(param_name, ".", state_name), param_bytes,
+                                 TensorRole::kOptimizerState);
       build.Launch(absl::StrCat("zero_", state_name, "_", p.kind, "_l", p.layer, "_",
                                 p.shape),
                    0, false, {{state, kWrite}});
       p.state.push_back(state);
     }
   }
-  const int input = build.Tensor("input", b * h * element, TensorRole::kData);
-  build.Allocate(input);
+  const int input = allocate("input", b * h * element, TensorRole::kData);
   build.Launch(absl::StrCat("load_input_", act_shape), 0, false, {{input, kWrite}});
-  const int target = build.Tensor("target", b * h * element, TensorRole::kData);
-  build.Allocate(target);
+  const int target = allocate("target", b * h * element, TensorRole::kData);
   build.Launch(absl::StrCat("load_target_", act_shape), 0, false, {{target, kWrite}});
 
   // --- One training iteration. ---
@@ -116,58 +98,50 @@ std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
   std::vector<int> outputs(layers);
   int x = input;
   for (int l = 0; l < layers; ++l) {
-    const int y = build.Tensor(absl::StrCat("l", l, ".linear_out"), b * h * element,
-                               TensorRole::kActivation);
-    build.Allocate(y);
+    const int y =
+        allocate(absl::StrCat("l", l, ".linear_out"), b * h * element, TensorRole::kActivation);
     build.Launch(layer("gemm_fwd", l, fwd_gemm_shape), gemm_flops, half,
                  {{x, kRead}, {weights[l], kRead}, {y, kWrite}});
-    outputs[l] = build.Tensor(absl::StrCat("l", l, ".relu_out"), b * h * element,
-                              TensorRole::kActivation);
-    build.Allocate(outputs[l]);
+    outputs[l] =
+        allocate(absl::StrCat("l", l, ".relu_out"), b * h * element, TensorRole::kActivation);
     build.Launch(layer("bias_relu_fwd", l, act_shape), 2.0 * bd * hd, false,
                  {{y, kRead}, {biases[l], kRead}, {outputs[l], kWrite}});
     build.Release(y);  // nobody saved the pre-activation
     x = outputs[l];
   }
   const int last = outputs[layers - 1];
-  const int loss = build.Tensor("loss", element, TensorRole::kActivation);
-  build.Allocate(loss);
+  const int loss = allocate("loss", element, TensorRole::kActivation);
   build.Launch(absl::StrCat("mse_loss_fwd_", act_shape), 3.0 * bd * hd, false,
                {{last, kRead}, {target, kRead}, {loss, kWrite}});
 
   // Backward.
-  int grad_out = build.Tensor(absl::StrCat("l", layers - 1, ".relu_out.grad"),
-                              b * h * element, TensorRole::kGradient);
-  build.Allocate(grad_out);
+  int grad_out = allocate(absl::StrCat("l", layers - 1, ".relu_out.grad"), b * h * element,
+                          TensorRole::kGradient);
   build.Launch(absl::StrCat("mse_loss_bwd_", act_shape), 3.0 * bd * hd, false,
                {{last, kRead}, {target, kRead}, {grad_out, kWrite}});
   std::vector<int> weight_grads(layers), bias_grads(layers);
   for (int l = layers - 1; l >= 0; --l) {
-    const int grad_y = build.Tensor(absl::StrCat("l", l, ".linear_out.grad"),
-                                    b * h * element, TensorRole::kGradient);
-    build.Allocate(grad_y);
+    const int grad_y =
+        allocate(absl::StrCat("l", l, ".linear_out.grad"), b * h * element, TensorRole::kGradient);
     build.Launch(layer("relu_bwd", l, act_shape), bd * hd, false,
                  {{grad_out, kRead}, {outputs[l], kRead}, {grad_y, kWrite}});
     build.Release(grad_out);
     build.Release(outputs[l]);  // its last reader (layer l+1 ran already)
 
     // AddmmBackward: bias, then input, then weight gradient.
-    bias_grads[l] = build.Tensor(absl::StrCat("l", l, ".bias.grad"), h * element,
-                                 TensorRole::kGradient);
-    build.Allocate(bias_grads[l]);
+    bias_grads[l] =
+        allocate(absl::StrCat("l", l, ".bias.grad"), h * element, TensorRole::kGradient);
     build.Launch(layer("bias_grad", l, act_shape), bd * hd, false,
                  {{grad_y, kRead}, {bias_grads[l], kWrite}});
     int grad_x = -1;
     if (l > 0) {
-      grad_x = build.Tensor(absl::StrCat("l", l - 1, ".relu_out.grad"),
-                            b * h * element, TensorRole::kGradient);
-      build.Allocate(grad_x);
+      grad_x = allocate(absl::StrCat("l", l - 1, ".relu_out.grad"), b * h * element,
+                        TensorRole::kGradient);
       build.Launch(layer("gemm_dgrad", l, fwd_gemm_shape), gemm_flops, half,
                    {{grad_y, kRead}, {weights[l], kRead}, {grad_x, kWrite}});
     }
-    weight_grads[l] = build.Tensor(absl::StrCat("l", l, ".weight.grad"), h * h * element,
-                                   TensorRole::kGradient);
-    build.Allocate(weight_grads[l]);
+    weight_grads[l] =
+        allocate(absl::StrCat("l", l, ".weight.grad"), h * h * element, TensorRole::kGradient);
     const int layer_input = l == 0 ? input : outputs[l - 1];
     build.Launch(layer("gemm_wgrad", l, wgrad_gemm_shape), gemm_flops, half,
                  {{grad_y, kRead}, {layer_input, kRead}, {weight_grads[l], kWrite}});
@@ -223,9 +197,11 @@ std::vector<ParamInfo> MlpParams() {
        "training iterations", ParamRange::Closed(1, 1'000'000'000)},
       {"precision", ParamType::kString, PrecisionName(defaults.precision),
        "element type of every tensor: fp32, fp16 or bf16 (half types use tensor "
-       "cores for GEMMs)"},
+       "cores for GEMMs)",
+       {},
+       PrecisionChoices()},
       {"optimizer", ParamType::kString, OptimizerName(defaults.optimizer),
-       "sgd (momentum buffer) or adam (exp_avg, exp_avg_sq)"},
+       "sgd (momentum buffer) or adam (exp_avg, exp_avg_sq)", {}, OptimizerChoices()},
   };
 }
 
@@ -236,26 +212,8 @@ absl::StatusOr<MlpOptions> MlpOptionsFromParams(const ParamMap& params) {
   options.hidden = static_cast<int>(params.Int("hidden"));
   options.batch = static_cast<int>(params.Int("batch"));
   options.iterations = static_cast<int>(params.Int("iterations"));
-  const std::string& precision = params.String("precision");
-  if (precision == "fp32") {
-    options.precision = MlpPrecision::kFp32;
-  } else if (precision == "fp16") {
-    options.precision = MlpPrecision::kFp16;
-  } else if (precision == "bf16") {
-    options.precision = MlpPrecision::kBf16;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload mlp: precision=%s is not known; use fp32, fp16 or bf16", precision));
-  }
-  const std::string& optimizer = params.String("optimizer");
-  if (optimizer == "adam") {
-    options.optimizer = MlpOptimizer::kAdam;
-  } else if (optimizer == "sgd") {
-    options.optimizer = MlpOptimizer::kSgd;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload mlp: optimizer=%s is not known; use sgd or adam", optimizer));
-  }
+  options.precision = PrecisionParam(params);
+  options.optimizer = OptimizerParam(params);
   return options;
 }
 
@@ -302,7 +260,7 @@ std::string MlpWorkload::Describe() const {
       OptimizerName(o.optimizer), o.iterations);
   absl::StatusOr<MlpFootprint> f = Footprint();
   if (!f.ok()) return absl::StrCat(text, "  cannot run: ", f.status().message(), "\n");
-  return text + DescribeFootprint(*f, o.optimizer == MlpOptimizer::kAdam
+  return text + DescribeFootprint(*f, o.optimizer == Optimizer::kAdam
                                           ? "exp_avg, exp_avg_sq"
                                           : "momentum_buffer");
 }

@@ -42,21 +42,19 @@
 #include "core/compute_spec.h"
 #include "core/event_source.h"
 #include "core/param_map.h"
+#include "workloads/dnn/training_graph.h"
 #include "workloads/tensor_program.h"
 #include "workloads/workload.h"
 
 namespace umlab {
-
-enum class MlpPrecision { kFp32, kFp16, kBf16 };
-enum class MlpOptimizer { kSgd, kAdam };
 
 struct MlpOptions {
   int layers = 8;
   int hidden = 2048;
   int batch = 1024;
   int iterations = 4;
-  MlpPrecision precision = MlpPrecision::kFp32;
-  MlpOptimizer optimizer = MlpOptimizer::kAdam;
+  Precision precision = Precision::kFp32;
+  Optimizer optimizer = Optimizer::kAdam;
 };
 
 // The parameters `mlp` declares; their defaults are MlpOptions{}.

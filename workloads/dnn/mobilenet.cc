@@ -19,16 +19,10 @@ constexpr int kSettings[7][4] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2},
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeMobilenet(const ParamMap& params,
                                                         const ComputeSpec& spec) {
-  absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, "mobilenet");
-  if (!options.ok()) return options.status();
-  const int64_t image = params.Int("image");
-  const int64_t classes = params.Int("classes");
-  return MakeDnnWorkload("mobilenet", *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
-    const uint64_t b = g.options().batch;
-    ImageShape shape{b, 3, static_cast<uint64_t>(image), static_cast<uint64_t>(image)};
-    g.BeginIteration();
-    const int images = g.LoadInput("images", shape.elements() * g.element_bytes());
-    const int labels = g.LoadInput("labels", b * 8);
+  return MakeImageWorkload("mobilenet", params, spec,
+                           [&](TrainingGraph& g, int64_t image,
+                               int64_t classes) -> absl::StatusOr<std::string> {
+    auto [shape, images, labels] = BeginImageBatch(g, image);
     int x = ConvBn(g, "features.0.0", "features.0.1", {32, 3, 2, 1, true}, images, shape);
     int index = 1;
     for (const auto& setting : kSettings) {

@@ -17,23 +17,29 @@ namespace {
 
 struct ResnetDepth {
   const char* name;
+  const char* description;
+  int default_batch;
   int blocks[4];
 };
+
+// Default batches: DeepUM's smallest (ResNet-152 1280, ResNet-200 1024).
+constexpr ResnetDepth kDepths[] = {
+    {"resnet50", "ResNet-50 (25.6 M) ImageNet training", 256, {3, 4, 6, 3}},
+    {"resnet152", "ResNet-152 (60.2 M) ImageNet training", 1280, {3, 8, 36, 3}},
+    {"resnet200", "ResNet-200 (64.7 M) ImageNet training", 1024, {3, 24, 36, 3}},
+};
+
+std::vector<ParamInfo> ResnetParams(const ResnetDepth& depth) {
+  return ImageParams(depth.default_batch, Optimizer::kSgd);
+}
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeResnet(const ResnetDepth& depth,
                                                      const ParamMap& params,
                                                      const ComputeSpec& spec) {
-  const std::string name = depth.name;
-  absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, name);
-  if (!options.ok()) return options.status();
-  const int64_t image = params.Int("image");
-  const int64_t classes = params.Int("classes");
-  return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
-    const uint64_t b = g.options().batch;
-    ImageShape shape{b, 3, static_cast<uint64_t>(image), static_cast<uint64_t>(image)};
-    g.BeginIteration();
-    const int images = g.LoadInput("images", shape.elements() * g.element_bytes());
-    const int labels = g.LoadInput("labels", b * 8);
+  return MakeImageWorkload(depth.name, params, spec,
+                           [&](TrainingGraph& g, int64_t image,
+                               int64_t classes) -> absl::StatusOr<std::string> {
+    auto [shape, images, labels] = BeginImageBatch(g, image);
     int x = ConvBn(g, "conv1", "bn1", {64, 7, 2, 1, true}, images, shape);
     ImageShape pooled;
     x = g.MaxPool2d(x, "maxpool", shape, 3, 2, 1, &pooled);
@@ -70,28 +76,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeResnet(const ResnetDepth& depth,
   });
 }
 
-constexpr ResnetDepth k50{"resnet50", {3, 4, 6, 3}};
-constexpr ResnetDepth k152{"resnet152", {3, 8, 36, 3}};
-constexpr ResnetDepth k200{"resnet200", {3, 24, 36, 3}};
-
-absl::StatusOr<std::unique_ptr<Workload>> Make50(const ParamMap& p, const ComputeSpec& s) {
-  return MakeResnet(k50, p, s);
-}
-absl::StatusOr<std::unique_ptr<Workload>> Make152(const ParamMap& p, const ComputeSpec& s) {
-  return MakeResnet(k152, p, s);
-}
-absl::StatusOr<std::unique_ptr<Workload>> Make200(const ParamMap& p, const ComputeSpec& s) {
-  return MakeResnet(k200, p, s);
-}
-
 }  // namespace
 
-// Default batches: DeepUM's smallest (ResNet-152 1280, ResNet-200 1024).
-UMLAB_REGISTER_WORKLOAD(resnet50, {"resnet50", "ResNet-50 (25.6 M) ImageNet training",
-                                   ImageParams(256, Optimizer::kSgd), Make50});
-UMLAB_REGISTER_WORKLOAD(resnet152, {"resnet152", "ResNet-152 (60.2 M) ImageNet training",
-                                    ImageParams(1280, Optimizer::kSgd), Make152});
-UMLAB_REGISTER_WORKLOAD(resnet200, {"resnet200", "ResNet-200 (64.7 M) ImageNet training",
-                                    ImageParams(1024, Optimizer::kSgd), Make200});
+UMLAB_REGISTER_MODEL_FAMILY(resnet, kDepths, ResnetParams, MakeResnet);
 
 }  // namespace umlab

@@ -31,6 +31,25 @@ const char* OptimizerName(Optimizer optimizer) {
   return optimizer == Optimizer::kAdam ? "adam" : "sgd";
 }
 
+uint64_t ElementBytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
+
+std::vector<std::string> PrecisionChoices() {
+  return {PrecisionName(Precision::kFp32), PrecisionName(Precision::kFp16),
+          PrecisionName(Precision::kBf16)};
+}
+
+std::vector<std::string> OptimizerChoices() {
+  return {OptimizerName(Optimizer::kSgd), OptimizerName(Optimizer::kAdam)};
+}
+
+Precision PrecisionParam(const ParamMap& params) {
+  return static_cast<Precision>(params.Choice("precision"));
+}
+
+Optimizer OptimizerParam(const ParamMap& params) {
+  return static_cast<Optimizer>(params.Choice("optimizer"));
+}
+
 std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
                                       Optimizer default_optimizer) {
   return {
@@ -40,40 +59,22 @@ std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
        "training iterations", ParamRange::Closed(1, 1'000'000)},
       {"precision", ParamType::kString, "fp32",
        "element type of every floating-point tensor: fp32, fp16 or bf16 (model.half(): "
-       "no fp32 master copy; half types run matrix products at the tensor-core peak)"},
+       "no fp32 master copy; half types run matrix products at the tensor-core peak)",
+       {},
+       PrecisionChoices()},
       {"optimizer", ParamType::kString, OptimizerName(default_optimizer),
-       "sgd (momentum_buffer) or adam (exp_avg, exp_avg_sq)"},
+       "sgd (momentum_buffer) or adam (exp_avg, exp_avg_sq)", {}, OptimizerChoices()},
       {"seed", ParamType::kInt, "1", "seed of the irregular accesses (embedding rows)"},
   };
 }
 
-absl::StatusOr<TrainingOptions> TrainingOptionsFromParams(const ParamMap& params,
-                                                          const std::string& workload) {
+TrainingOptions TrainingOptionsFromParams(const ParamMap& params) {
   TrainingOptions options;
   // TrainingParams' ranges keep both within int.
   options.batch = static_cast<int>(params.Int("batch"));
   options.iterations = static_cast<int>(params.Int("iterations"));
-  const std::string& precision = params.String("precision");
-  if (precision == "fp32") {
-    options.precision = Precision::kFp32;
-  } else if (precision == "fp16") {
-    options.precision = Precision::kFp16;
-  } else if (precision == "bf16") {
-    options.precision = Precision::kBf16;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: precision=%s is not known; use fp32, fp16 or bf16", workload,
-        precision));
-  }
-  const std::string& optimizer = params.String("optimizer");
-  if (optimizer == "adam") {
-    options.optimizer = Optimizer::kAdam;
-  } else if (optimizer == "sgd") {
-    options.optimizer = Optimizer::kSgd;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: optimizer=%s is not known; use sgd or adam", workload, optimizer));
-  }
+  options.precision = PrecisionParam(params);
+  options.optimizer = OptimizerParam(params);
   options.seed = static_cast<uint64_t>(params.Int("seed"));
   return options;
 }
@@ -88,7 +89,7 @@ TrainingGraph::TrainingGraph(TensorProgram& program, const ComputeSpec& spec,
     : program_(program),
       build_(program, spec),
       options_(options),
-      element_(options.precision == Precision::kFp32 ? 4 : 2) {
+      element_(ElementBytes(options.precision)) {
   program_.iterations = options.iterations;
   build_.IntoIteration();
 }
@@ -355,34 +356,46 @@ absl::Status TrainingGraph::Finish() {
 // Forward ops and their backward.
 // ---------------------------------------------------------------------------
 
+void TrainingGraph::WeightedForward(const std::string& kernel, double flops, int x, int weight,
+                                    int bias, int y) {
+  std::vector<KernelAccess> accesses = {R(x), R(weight)};
+  if (bias >= 0) accesses.push_back(R(bias));
+  accesses.push_back(W(y));
+  Kernel(kernel, flops, half(), std::move(accesses));
+}
+
+void TrainingGraph::WeightedBackward(const std::string& prefix, const std::string& shape,
+                                     double flops, int x, int weight, int gy) {
+  if (RequiresGrad(x)) {
+    const int gx = Grad(x, Bytes(x));
+    Kernel(prefix + "_dgrad_" + shape, flops, half(), {R(gy), R(weight), W(gx)});
+    AddGrad(x, gx);
+  }
+  const int gw = Grad(weight, Bytes(weight));
+  Kernel(prefix + "_wgrad_" + shape, flops, half(), {R(gy), R(x), W(gw)});
+  AddGrad(weight, gw);
+}
+
+void TrainingGraph::BiasBackward(const std::string& kernel, double flops, int bias, int gy) {
+  const int gb = Grad(bias, Bytes(bias));
+  Kernel(kernel, flops, false, {R(gy), W(gb)});
+  AddGrad(bias, gb);
+}
+
 int TrainingGraph::Linear(const LinearLayer& layer, int x, uint64_t rows) {
   const int y = Activation(layer.name + ".out", rows * layer.out);
   const double flops = 2.0 * D(rows) * D(layer.in) * D(layer.out);
   const std::string shape = absl::StrCat(rows, "x", layer.out, "x", layer.in);
-  std::vector<KernelAccess> accesses = {R(x), R(layer.weight)};
-  if (layer.bias >= 0) accesses.push_back(R(layer.bias));
-  accesses.push_back(W(y));
-  Kernel(layer.name + ".gemm_fwd_" + shape, flops, half(), std::move(accesses));
+  WeightedForward(layer.name + ".gemm_fwd_" + shape, flops, x, layer.weight, layer.bias, y);
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, x);
   entry.backward = [this, layer, x, rows, flops, shape](const std::vector<int>& g) {
     const int gy = g[0];
     // AddmmBackward: bias, then input, then weight gradient.
     if (layer.bias >= 0) {
-      const int gb = Grad(layer.bias, Bytes(layer.bias));
-      Kernel(layer.name + ".bias_grad_" + shape, D(rows * layer.out), false,
-             {R(gy), W(gb)});
-      AddGrad(layer.bias, gb);
+      BiasBackward(layer.name + ".bias_grad_" + shape, D(rows * layer.out), layer.bias, gy);
     }
-    if (RequiresGrad(x)) {
-      const int gx = Grad(x, Bytes(x));
-      Kernel(layer.name + ".gemm_dgrad_" + shape, flops, half(),
-             {R(gy), R(layer.weight), W(gx)});
-      AddGrad(x, gx);
-    }
-    const int gw = Grad(layer.weight, Bytes(layer.weight));
-    Kernel(layer.name + ".gemm_wgrad_" + shape, flops, half(), {R(gy), R(x), W(gw)});
-    AddGrad(layer.weight, gw);
+    WeightedBackward(layer.name + ".gemm", shape, flops, x, layer.weight, gy);
   };
   Record(std::move(entry));
   Unref(x);
@@ -434,16 +447,20 @@ int TrainingGraph::Unary(int x, const std::string& name, const std::string& fn,
   // GELU's backward reads its input; tanh's reads its result.
   const int saved = fn == "tanh" ? y : x;
   Save(entry, saved);
-  entry.backward = [this, x, saved, name, fn, size, elements,
-                    backward_flops](const std::vector<int>& g) {
-    const int gx = Grad(x, Bytes(x));
-    Kernel(absl::StrCat(name, ".", fn, "_bwd_", size), backward_flops * D(elements), false,
-           {R(g[0]), R(saved), W(gx)});
-    AddGrad(x, gx);
-  };
+  entry.backward = SavedTensorBackward(x, saved, absl::StrCat(name, ".", fn, "_bwd_", size),
+                                       backward_flops * D(elements));
   Record(std::move(entry));
   Unref(x);
   return y;
+}
+
+std::function<void(const std::vector<int>&)> TrainingGraph::SavedTensorBackward(
+    int x, int saved, std::string kernel, double flops) {
+  return [this, x, saved, kernel = std::move(kernel), flops](const std::vector<int>& g) {
+    const int gx = Grad(x, Bytes(x));
+    Kernel(kernel, flops, false, {R(g[0]), R(saved), W(gx)});
+    AddGrad(x, gx);
+  };
 }
 
 int TrainingGraph::Gelu(int x, const std::string& name, uint64_t elements) {
@@ -490,11 +507,7 @@ int TrainingGraph::Relu(int x, const std::string& name, uint64_t elements, bool 
   }
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, y);  // threshold_backward reads the result
-  entry.backward = [this, x, y, name, size, elements](const std::vector<int>& g) {
-    const int gx = Grad(x, Bytes(x));
-    Kernel(name + ".relu_bwd_" + size, D(elements), false, {R(g[0]), R(y), W(gx)});
-    AddGrad(x, gx);
-  };
+  entry.backward = SavedTensorBackward(x, y, name + ".relu_bwd_" + size, D(elements));
   Record(std::move(entry));
   if (!inplace) Unref(x);
   return y;
@@ -508,12 +521,7 @@ int TrainingGraph::Dropout(int x, const std::string& name, uint64_t elements, do
   Kernel(name + ".dropout_fwd_" + size, 3.0 * D(elements), false, {R(x), W(mask), W(y)});
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, mask);
-  entry.backward = [this, x, mask, name, size, elements](const std::vector<int>& g) {
-    const int gx = Grad(x, Bytes(x));
-    Kernel(name + ".dropout_bwd_" + size, 2.0 * D(elements), false,
-           {R(g[0]), R(mask), W(gx)});
-    AddGrad(x, gx);
-  };
+  entry.backward = SavedTensorBackward(x, mask, name + ".dropout_bwd_" + size, 2.0 * D(elements));
   Record(std::move(entry));
   Unref(mask);
   Unref(x);
@@ -523,15 +531,7 @@ int TrainingGraph::Dropout(int x, const std::string& name, uint64_t elements, do
 int TrainingGraph::Add(int a, int b, const std::string& name, uint64_t elements) {
   const int c = Activation(name + ".out", elements);
   Kernel(name + ".add_" + absl::StrCat(elements), D(elements), false, {R(a), R(b), W(c)});
-  TapeEntry entry{{c}, {}, nullptr};
-  entry.backward = [this, a, b](const std::vector<int>& g) {
-    // AddBackward hands the same gradient to both inputs.
-    for (int input : {a, b}) {
-      ++handles_[g[0]].refs;
-      AddGrad(input, g[0]);
-    }
-  };
-  Record(std::move(entry));
+  RecordSum(c, a, b);
   Unref(a);
   Unref(b);
   return c;
@@ -540,7 +540,13 @@ int TrainingGraph::Add(int a, int b, const std::string& name, uint64_t elements)
 int TrainingGraph::AddInPlace(int a, int b, const std::string& name, uint64_t elements) {
   Kernel(name + ".add_inplace_" + absl::StrCat(elements), D(elements), false,
          {R(a), R(b), W(a)});
-  TapeEntry entry{{a}, {}, nullptr};
+  RecordSum(a, a, b);
+  Unref(b);
+  return a;
+}
+
+void TrainingGraph::RecordSum(int output, int a, int b) {
+  TapeEntry entry{{output}, {}, nullptr};
   entry.backward = [this, a, b](const std::vector<int>& g) {
     for (int input : {a, b}) {
       ++handles_[g[0]].refs;
@@ -548,8 +554,6 @@ int TrainingGraph::AddInPlace(int a, int b, const std::string& name, uint64_t el
     }
   };
   Record(std::move(entry));
-  Unref(b);
-  return a;
 }
 
 int TrainingGraph::Embedding(const EmbeddingLayer& layer, int ids, uint64_t count,
@@ -700,28 +704,14 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
   const std::string shape = absl::StrCat(in.n, "x", in.c, "x", in.h, "x", in.w, "_k",
                                          layer.kernel, "s", layer.stride, "g", layer.groups,
                                          "_", layer.out);
-  std::vector<KernelAccess> accesses = {R(x), R(layer.weight)};
-  if (layer.bias >= 0) accesses.push_back(R(layer.bias));
-  accesses.push_back(W(y));
-  Kernel(layer.name + ".conv_fwd_" + shape, flops, half(), std::move(accesses));
+  WeightedForward(layer.name + ".conv_fwd_" + shape, flops, x, layer.weight, layer.bias, y);
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, x);
   entry.backward = [this, layer, x, flops, shape, o](const std::vector<int>& g) {
     const int gy = g[0];
-    if (RequiresGrad(x)) {
-      const int gx = Grad(x, Bytes(x));
-      Kernel(layer.name + ".conv_dgrad_" + shape, flops, half(),
-             {R(gy), R(layer.weight), W(gx)});
-      AddGrad(x, gx);
-    }
-    const int gw = Grad(layer.weight, Bytes(layer.weight));
-    Kernel(layer.name + ".conv_wgrad_" + shape, flops, half(), {R(gy), R(x), W(gw)});
-    AddGrad(layer.weight, gw);
+    WeightedBackward(layer.name + ".conv", shape, flops, x, layer.weight, gy);
     if (layer.bias >= 0) {
-      const int gb = Grad(layer.bias, Bytes(layer.bias));
-      Kernel(layer.name + ".conv_bias_grad_" + shape, D(o.elements()), false,
-             {R(gy), W(gb)});
-      AddGrad(layer.bias, gb);
+      BiasBackward(layer.name + ".conv_bias_grad_" + shape, D(o.elements()), layer.bias, gy);
     }
   };
   Record(std::move(entry));
@@ -773,12 +763,8 @@ int TrainingGraph::MaxPool2d(int x, const std::string& name, ImageShape in, uint
          {R(x), W(y), W(indices)});
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, indices);
-  entry.backward = [this, x, indices, name, shape, o](const std::vector<int>& g) {
-    const int gx = Grad(x, Bytes(x));
-    Kernel(name + ".max_pool_bwd_" + shape, D(o.elements()), false,
-           {R(g[0]), R(indices), W(gx)});
-    AddGrad(x, gx);
-  };
+  entry.backward =
+      SavedTensorBackward(x, indices, name + ".max_pool_bwd_" + shape, D(o.elements()));
   Record(std::move(entry));
   Unref(indices);
   Unref(x);

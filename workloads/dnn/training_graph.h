@@ -43,6 +43,16 @@ enum class Optimizer { kSgd, kAdam };
 
 const char* PrecisionName(Precision precision);
 const char* OptimizerName(Optimizer optimizer);
+// Bytes of one element: 4 for fp32, 2 for the half types.
+uint64_t ElementBytes(Precision precision);
+
+// The `precision` and `optimizer` parameters: their choices, in enum order
+// (ParamMap::Resolve checks a value against them), and the enum a resolved
+// map holds.
+std::vector<std::string> PrecisionChoices();
+std::vector<std::string> OptimizerChoices();
+Precision PrecisionParam(const ParamMap& params);
+Optimizer OptimizerParam(const ParamMap& params);
 
 // The parameters every DNN generator shares.
 struct TrainingOptions {
@@ -56,8 +66,9 @@ struct TrainingOptions {
 // ParamInfo for batch, iterations, precision, optimizer and seed.
 std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
                                       Optimizer default_optimizer);
-absl::StatusOr<TrainingOptions> TrainingOptionsFromParams(const ParamMap& params,
-                                                          const std::string& workload);
+// The options a map resolved against TrainingParams holds (Resolve has
+// checked every value, so this cannot fail).
+TrainingOptions TrainingOptionsFromParams(const ParamMap& params);
 
 // A layer's parameters, allocated once.
 struct LinearLayer {
@@ -213,6 +224,26 @@ class TrainingGraph {
   void Save(TapeEntry& entry, int tensor);
   bool RequiresGrad(int tensor) const { return handles_[tensor].requires_grad; }
   void Record(TapeEntry entry);
+  // Records a sum of a and b (out of place or into a) as `output`:
+  // AddBackward hands the same gradient to both inputs.
+  void RecordSum(int output, int a, int b);
+  // y = x * weight (+ bias) in one kernel (Linear's addmm, Conv2d): it
+  // reads x, the weight and the bias (-1: none) and writes y.
+  void WeightedForward(const std::string& kernel, double flops, int x, int weight, int bias,
+                       int y);
+  // That op's input and weight gradients: `prefix`_dgrad_`shape` (only when
+  // x requires a gradient) reads gy and the weight; `prefix`_wgrad_`shape`
+  // reads gy and x.
+  void WeightedBackward(const std::string& prefix, const std::string& shape, double flops,
+                        int x, int weight, int gy);
+  // A bias gradient: one kernel reads gy and writes it.
+  void BiasBackward(const std::string& kernel, double flops, int bias, int gy);
+  // The backward of an op on x that one kernel computes from the output's
+  // gradient and one saved tensor (GELU, ReLU, dropout, max pool): it reads
+  // both and writes x's gradient.
+  std::function<void(const std::vector<int>&)> SavedTensorBackward(int x, int saved,
+                                                                   std::string kernel,
+                                                                   double flops);
   // Routes a gradient to `tensor`: sets it, or accumulates.
   void AddGrad(int tensor, int grad);
   uint64_t Bytes(int tensor) const { return build_.tensor(tensor).bytes; }

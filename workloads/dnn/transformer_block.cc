@@ -1,8 +1,16 @@
 #include "workloads/dnn/transformer_block.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "workloads/dnn/dnn_workload.h"
 
 namespace umlab {
+namespace {
+
+// Word frequencies are Zipfian (exponent about 1).
+constexpr double kTokenZipfExponent = 1.0;
+
+}  // namespace
 
 int TransformerLayer(TrainingGraph& g, const std::string& prefix, const TransformerShape& s,
                      int x) {
@@ -49,6 +57,50 @@ int TransformerLayer(TrainingGraph& g, const std::string& prefix, const Transfor
   x = g.Add(x, h, prefix + ".mlp.residual", elements);
   if (!s.pre_norm) x = g.LayerNorm(ln_2, x, rows);
   return x;
+}
+
+int TransformerLayers(TrainingGraph& g, const std::string& prefix, int layers,
+                      const TransformerShape& shape, int x) {
+  for (int l = 0; l < layers; ++l) x = TransformerLayer(g, absl::StrCat(prefix, l), shape, x);
+  return x;
+}
+
+int TiedLanguageModelLoss(TrainingGraph& g, const std::string& decoder_name,
+                          const EmbeddingLayer& table, int bias, int x, int labels,
+                          uint64_t rows) {
+  const LinearLayer decoder{decoder_name, table.dim, table.rows, table.weight, bias};
+  const int logits = g.Linear(decoder, x, rows);
+  return g.CrossEntropy(logits, labels, "loss", rows, table.rows);
+}
+
+KernelAccess TokenRows(TrainingGraph& g, uint64_t vocabulary, uint64_t hidden, uint64_t rows) {
+  KernelAccess access;
+  access.gather = g.builder().Gather(GatherSpec{GatherKind::kPowerLaw, vocabulary,
+                                                hidden * g.element_bytes(), rows,
+                                                kTokenZipfExponent, g.options().seed});
+  return access;
+}
+
+KernelAccess PositionRows(const TrainingGraph& g, uint64_t seq, uint64_t hidden) {
+  KernelAccess access;
+  access.size = seq * hidden * g.element_bytes();
+  return access;
+}
+
+std::vector<ParamInfo> SequenceParams(int default_batch, uint64_t max_tokens,
+                                      const std::string& seq_description) {
+  std::vector<ParamInfo> params = TrainingParams(default_batch, 3, Optimizer::kAdam);
+  params.push_back({"seq", ParamType::kInt, absl::StrCat(max_tokens), seq_description,
+                    ParamRange::Closed(1, max_tokens)});
+  return params;
+}
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeSequenceWorkload(
+    const std::string& name, const ParamMap& params, const ComputeSpec& spec,
+    const SequenceModelBuilder& build) {
+  const TrainingOptions options = TrainingOptionsFromParams(params);
+  const uint64_t seq = static_cast<uint64_t>(params.Int("seq"));
+  return MakeDnnWorkload(name, options, spec, [&](TrainingGraph& g) { return build(g, seq); });
 }
 
 }  // namespace umlab

@@ -6,8 +6,8 @@
 // and learned position embeddings are added; pre-LayerNorm blocks with a
 // fused qkv Linear; a final LayerNorm and a Linear head on the class token.
 // timm's defaults have no dropout.
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "workloads/dnn/cnn_layers.h"
 #include "workloads/dnn/dnn_workload.h"
 #include "workloads/dnn/transformer_block.h"
 
@@ -16,34 +16,32 @@ namespace {
 
 struct VitSize {
   const char* name;
+  const char* description;
   int layers, hidden, heads, mlp;
 };
 
 constexpr uint64_t kPatch = 16;
 
-std::vector<ParamInfo> VitParams() {
-  std::vector<ParamInfo> params = TrainingParams(256, 3, Optimizer::kAdam);
-  params.push_back({"image", ParamType::kInt, "224",
-                    "image height and width in pixels (a multiple of the 16-pixel patch)",
-                    ParamRange::Closed(kPatch, 4096)});
-  params.push_back(
-      {"classes", ParamType::kInt, "1000", "classifier outputs", ParamRange::Closed(1, 1'000'000)});
-  return params;
+constexpr VitSize kSizes[] = {
+    {"vit-b", "ViT-B/16 (86 M) image-classification training", 12, 768, 12, 3072},
+    {"vit-l", "ViT-L/16 (304 M) image-classification training", 24, 1024, 16, 4096},
+};
+
+std::vector<ParamInfo> VitParams(const VitSize&) {
+  return ImageParams(256, Optimizer::kAdam, kPatch, " (a multiple of the 16-pixel patch)");
 }
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const ParamMap& params,
                                                   const ComputeSpec& spec) {
-  const std::string name = size.name;
-  absl::StatusOr<TrainingOptions> options = TrainingOptionsFromParams(params, name);
-  if (!options.ok()) return options.status();
-  const int64_t image = params.Int("image");
-  const int64_t classes = params.Int("classes");
-  // The range is declared in VitParams; a multiple is not a range.
-  if (image % kPatch != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "workload %s: image=%d must be a multiple of the %d-pixel patch", name, image, kPatch));
-  }
-  return MakeDnnWorkload(name, *options, spec, [&](TrainingGraph& g) -> absl::StatusOr<std::string> {
+  return MakeImageWorkload(size.name, params, spec,
+                           [&](TrainingGraph& g, int64_t image,
+                               int64_t classes) -> absl::StatusOr<std::string> {
+    // The range is declared in VitParams; a multiple is not a range.
+    if (image % kPatch != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "workload %s: image=%d must be a multiple of the %d-pixel patch", size.name, image,
+          kPatch));
+    }
     const uint64_t b = g.options().batch;
     const uint64_t c = size.hidden;
     const uint64_t side = static_cast<uint64_t>(image) / kPatch;
@@ -55,10 +53,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const Par
     const int cls = g.MakeParameter("cls_token", c);
     const int pos = g.MakeParameter("pos_embed", t * c);
 
-    g.BeginIteration();
-    const ImageShape in{b, 3, static_cast<uint64_t>(image), static_cast<uint64_t>(image)};
-    const int images = g.LoadInput("images", in.elements() * g.element_bytes());
-    const int labels = g.LoadInput("labels", b * 8);
+    const auto [in, images, labels] = BeginImageBatch(g, image);
     ImageShape out;
     // flatten(2).transpose(1, 2) is a view; the cat with the class token copies.
     int x = g.Conv2d(patch_embed, images, in, &out);
@@ -67,9 +62,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const Par
     TransformerShape shape{b, t, c, static_cast<uint64_t>(size.heads),
                            static_cast<uint64_t>(size.mlp),
                            /*pre_norm=*/true, /*fused_qkv=*/true, 0.0, 0.0};
-    for (int l = 0; l < size.layers; ++l) {
-      x = TransformerLayer(g, absl::StrCat("blocks.", l), shape, x);
-    }
+    x = TransformerLayers(g, "blocks.", size.layers, shape, x);
     const NormLayer norm = g.MakeLayerNorm("norm", c);
     x = g.LayerNorm(norm, x, rows);
     // x[:, 0]: the class token's row of each sample, copied for the head.
@@ -87,21 +80,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const Par
   });
 }
 
-constexpr VitSize kBase{"vit-b", 12, 768, 12, 3072};
-constexpr VitSize kLarge{"vit-l", 24, 1024, 16, 4096};
-
-absl::StatusOr<std::unique_ptr<Workload>> MakeBase(const ParamMap& p, const ComputeSpec& s) {
-  return MakeVit(kBase, p, s);
-}
-absl::StatusOr<std::unique_ptr<Workload>> MakeLarge(const ParamMap& p, const ComputeSpec& s) {
-  return MakeVit(kLarge, p, s);
-}
-
 }  // namespace
 
-UMLAB_REGISTER_WORKLOAD(vit_b, {"vit-b", "ViT-B/16 (86 M) image-classification training",
-                                VitParams(), MakeBase});
-UMLAB_REGISTER_WORKLOAD(vit_l, {"vit-l", "ViT-L/16 (304 M) image-classification training",
-                                VitParams(), MakeLarge});
+UMLAB_REGISTER_MODEL_FAMILY(vit, kSizes, VitParams, MakeVit);
 
 }  // namespace umlab

@@ -1012,13 +1012,10 @@ absl::StatusOr<G10Model> ParseG10CnnGraph(const std::string& text, const std::st
   if (input_size <= 0 || input_size > (1 << 16)) {
     return absl::InvalidArgumentError("the input size must be in 1..65536");
   }
-  G10Model model;
-  model.kind = G10GraphKind::kCnn;
-  model.batch = batch;
-  model.input_size = input_size;
-  CnnBuilder builder(source, batch, input_size, model);
-  if (absl::Status s = builder.Build(text); !s.ok()) return s;
-  return model;
+  return BuildG10Model(G10GraphKind::kCnn, batch, [&](G10Model& model) {
+    model.input_size = input_size;
+    return CnnBuilder(source, batch, input_size, model).Build(text);
+  });
 }
 
 }  // namespace umlab

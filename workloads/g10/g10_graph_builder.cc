@@ -60,4 +60,13 @@ int G10ModelBuilder::AddKernel(std::string name, int op_id, const std::vector<in
   return static_cast<int>(model_.kernels.size()) - 1;
 }
 
+absl::StatusOr<G10Model> BuildG10Model(G10GraphKind kind, int batch,
+                                       const std::function<absl::Status(G10Model&)>& build) {
+  G10Model model;
+  model.kind = kind;
+  model.batch = batch;
+  if (absl::Status s = build(model); !s.ok()) return s;
+  return model;
+}
+
 }  // namespace umlab

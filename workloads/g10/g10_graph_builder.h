@@ -7,11 +7,13 @@
 #define UMLAB_WORKLOADS_G10_G10_GRAPH_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "workloads/g10/g10_graph.h"
 
 namespace umlab {
@@ -32,6 +34,13 @@ uint64_t G10ElementBytes(const std::vector<int64_t>& dims);
 // InvalidArgument "<source>:<line>: <what>", the one-line form every G10
 // input error takes.
 absl::Status G10LineError(const std::string& source, int line, const std::string& what);
+
+// The tail both front ends' Parse functions share: a G10Model of `kind` and
+// `batch` that `build` fills (it sets the graph's own setting, the CNN input
+// size or the transformer border, then parses the graph into it). Returns
+// the model, or the error `build` returned.
+absl::StatusOr<G10Model> BuildG10Model(G10GraphKind kind, int batch,
+                                       const std::function<absl::Status(G10Model&)>& build);
 
 // Appends tensors and kernels to a G10Model in G10's creation and
 // scheduling order.

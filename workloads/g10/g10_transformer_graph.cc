@@ -366,13 +366,10 @@ absl::StatusOr<G10Model> ParseG10TransformerGraph(const std::string& text,
         "ViT: pass border=N",
         source));
   }
-  G10Model model;
-  model.kind = G10GraphKind::kTransformer;
-  model.batch = batch;
-  model.border = border;
-  TransformerBuilder builder(source, batch, border, model);
-  if (absl::Status s = builder.Build(text); !s.ok()) return s;
-  return model;
+  return BuildG10Model(G10GraphKind::kTransformer, batch, [&](G10Model& model) {
+    model.border = border;
+    return TransformerBuilder(source, batch, border, model).Build(text);
+  });
 }
 
 }  // namespace umlab

@@ -16,6 +16,14 @@ struct LinkConfig {
   double h2d_bytes_per_second = 15.754e9;  // PCIe 3 x16, per direction
   double d2h_bytes_per_second = 15.754e9;
   Nanos latency_ns = 5000;                 // per transfer
+  // The driver's own work to evict a block before its copy starts: choose
+  // the victim, unmap it from the GPU and flush TLBs, get host pages. Paid
+  // on the device-to-host lane by every eviction that copies.
+  Nanos eviction_overhead_ns = 0;
+  // Whether the two directions move at once. The real UVM driver moves one
+  // thing at a time per address space: its fault and prefetch paths hold the
+  // space's lock for a whole migration, the eviction it needs included.
+  bool full_duplex = true;
 };
 
 struct DeviceConfig {
@@ -26,6 +34,14 @@ struct DeviceConfig {
   int fault_batch_size = 256;            // uvm_perf_fault_batch_count
   int fault_buffer_entries = 8192;       // replayable fault buffer capacity
   Nanos kernel_launch_ns = 0;            // gap between back-to-back kernels
+  // Warps per SM that issue accesses, each waiting for its own: a fault
+  // stalls one warp, not the SM. What hides the latency of a resident
+  // access behind compute (the cuda backend's replay kernel runs the same
+  // number).
+  int warps_per_sm = 1;
+
+  // Everything that issues accesses concurrently.
+  int access_streams() const { return compute.sm_count * warps_per_sm; }
 };
 
 }  // namespace umlab

@@ -260,6 +260,7 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
   const PageMask wanted =
       (policy_.ExpandFault(faulted.block, missing) | missing) & ~block.resident &
       ~block.in_flight;
+  const bool arriving_block = !block.has_frame;
   std::optional<TransferId> after = ObtainFrame(block, VictimReason::kFault);
   if (!after.has_value()) {
     batch_lacked_frames_ = true;  // the accessors fault again after replay
@@ -267,6 +268,7 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
   }
   const TransferId id = IssueMigration(block, wanted, wanted & ~missing,
                                        TransferKind::kFaultMigration, *after);
+  if (arriving_block) stats_.faulted_blocks += 1;
   batch_outstanding_.insert(id);
   batch_issued_ = true;
 }
@@ -333,19 +335,13 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   transfer.copy = pages & use.dirty & ~drop;
   transfer.not_before = backend_.Now();
 
-  stats_.evictions += 1;
-  stats_.evicted_bytes += MaskBytes(pages);
   stats_.invalidated_bytes += MaskBytes(drop);
   stats_.d2h_bytes += transfer.copy_bytes();
-  stats_.prefetch_useful_bytes += MaskBytes(victim.prefetched & use.accessed);
 
   victim.invalid |= drop;
-  victim.resident.reset();
-  victim.prefetched.reset();
-  victim.pinned = false;
   victim.transfers_in_flight += 1;
   victim.last_eviction = transfer.id;
-  memory_.ReleaseFrame(victim);
+  ReleaseResidency(victim, use);
   inflight_.emplace(transfer.id, InFlight{transfer, PageMask()});
 
   if (drop.any()) Record(EventKind::kInvalidate, victim.number, MaskBytes(drop), 0);
@@ -353,6 +349,30 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   backend_.Evict(transfer);
   policy_.OnEvicted(victim.number, pages);
   return transfer.id;
+}
+
+void Engine::ReleaseResidency(BlockState& block, const PageUse& use) {
+  stats_.evictions += 1;
+  stats_.evicted_bytes += MaskBytes(block.resident);
+  stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & use.accessed);
+  block.resident.reset();
+  block.prefetched.reset();
+  block.pinned = false;
+  memory_.ReleaseFrame(block);
+}
+
+void Engine::OnDeviceEvicted(BlockNumber number) {
+  BlockState* block = memory_.FindMutable(number);
+  // A block the engine is moving, or already gave up, is the engine's own
+  // eviction (or an old one) being reported back.
+  if (block == nullptr || !block->has_frame || block->transfers_in_flight > 0) return;
+  const PageMask pages = block->resident;
+  stats_.device_evictions += 1;
+  ReleaseResidency(*block, backend_.QueryUse(number));
+  Record(EventKind::kEvict, number, MaskBytes(pages), 0);
+  policy_.OnEvicted(number, pages);
+  NoteFreeSpace();
+  MaybeCheckInvariants();
 }
 
 TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,

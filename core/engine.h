@@ -61,6 +61,13 @@ class Engine final : public TransferListener, private PolicyContext {
 
   void OnTransferComplete(TransferId id) override;
 
+  // The device evicted `block` by itself: the real UVM driver, out of memory
+  // under a balloon, chose it with its own policy. The engine's residency
+  // follows and the policy hears of it; nothing moves. A block with a
+  // transfer in flight, or without a frame, is the engine's own eviction
+  // being reported back and is left alone.
+  void OnDeviceEvicted(BlockNumber block);
+
   // No transfer of the engine's is still running.
   bool Quiescent() const { return inflight_.empty(); }
 
@@ -109,6 +116,10 @@ class Engine final : public TransferListener, private PolicyContext {
   // migration must wait for (0: none), or nullopt if no frame can be had.
   std::optional<TransferId> ObtainFrame(BlockState& block, VictimReason reason);
   TransferId EvictBlock(BlockState& victim);
+  // What every eviction does to the engine's books, whoever chose it: counts
+  // it, forgets the block's pages (`use` says which were accessed) and
+  // frees its frame.
+  void ReleaseResidency(BlockState& block, const PageUse& use);
   TransferId IssueMigration(BlockState& block, const PageMask& pages,
                             const PageMask& prefetched, TransferKind kind,
                             TransferId after);

@@ -32,6 +32,12 @@ struct RunStats {
   // than starting one. What separates a late prediction from a missed one.
   uint64_t faulted_in_flight_pages = 0;
   uint64_t fault_batches = 0;
+  // Blocks a fault brought onto the device: one each time a block without a
+  // frame got one because it faulted. The fault count every backend
+  // measures the same way (a GPU's raw fault entries are not visible to the
+  // host, only profiler groups, and its driver moves whole blocks where the
+  // sim may take several batches).
+  uint64_t faulted_blocks = 0;
   uint64_t dropped_faults = 0;  // entries lost to fault-buffer overflow
   // Traffic.
   uint64_t h2d_bytes = 0;             // = fault_migrated_bytes + prefetch_bytes
@@ -43,6 +49,9 @@ struct RunStats {
   uint64_t evicted_bytes = 0;         // resident bytes removed by eviction
   uint64_t invalidated_bytes = 0;     // dropped without write-back
   uint64_t evictions = 0;             // blocks evicted, pre-evictions included
+  // Of those, blocks the device evicted by itself (the real driver under
+  // real oversubscription); the rest the engine chose.
+  uint64_t device_evictions = 0;
   uint64_t pre_evictions = 0;
   uint64_t prefetch_requests = 0;     // queued by the policy
   uint64_t prefetches_dropped = 0;    // refused for want of a frame
@@ -58,6 +67,7 @@ struct RunStats {
   Nanos time_ns = 0;        // run time (virtual on sim, wall on real backends)
   Nanos stall_ns = 0;       // SM time spent stalled on faults, averaged over SMs
   Nanos ideal_time_ns = 0;  // pure compute: the sum of kernel compute times
+  Nanos launch_ns = 0;      // gaps between consecutive kernels (launch overhead)
   // Work.
   uint64_t kernels = 0;
   uint64_t page_accesses = 0;

@@ -48,11 +48,24 @@ UMLAB_REGISTER_DEVICE(
          // block per transfer, so the link is fitted to per-block calls, not
          // bulk ones: a 2 MiB prefetch took 151 us to the GPU and 181 us back,
          // which with 10 us per transfer gives 14.9 and 12.3 GB/s.
-         .link = {14.9e9, 12.3e9, 10000},
+         // An eviction the driver makes in its own fault path costs 300 us
+         // beyond its copy, and the driver moves one thing at a time (its
+         // fault and prefetch paths hold the address space's lock for a
+         // whole migration): both fitted to the fidelity matrix
+         // (docs/fidelity.md), where demand paging under a balloon took
+         // ~0.6 ms per block.
+         .link = {14.9e9, 12.3e9, 10000, 300000, /*full_duplex=*/false},
          .compute = {67e12, 989e12, 4.8e12, 132},  // NVIDIA's H200 figures
          // An isolated fault took 31 us end to end: 20 us of fault handling,
          // 10 us of transfer set-up, one page.
          .fault_latency_ns = 20000,
+         // Back-to-back kernels on one stream start 3.25 us apart
+         // (umlab_cuda_calibrate's launch_gap on the H200).
+         .kernel_launch_ns = 3250,
+         // A resident access costs the cuda backend's replay kernel 547 ns
+         // per SM with one issuing warp, more than most zoo kernels' compute
+         // per access (132-782 ns on average); with 8 warps per SM, 99 ns.
+         .warps_per_sm = 8,
      }});
 
 namespace {
@@ -91,6 +104,10 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "device-to-host bandwidth, GB/s", kRate},
       {"link_latency_us", ParamType::kDouble, Number(c.link.latency_ns / 1e3),
        "fixed cost of one transfer, us", kMicros},
+      {"duplex", ParamType::kBool, c.link.full_duplex ? "true" : "false",
+       "both link directions move at once (false: one transfer at a time, as the UVM driver)"},
+      {"evict_us", ParamType::kDouble, Number(c.link.eviction_overhead_ns / 1e3),
+       "the driver's own cost per eviction before its copy, us", kMicros},
       {"fault_latency_us", ParamType::kDouble, Number(c.fault_latency_ns / 1e3),
        "fault-handling latency per batch, us", kMicros},
       {"batch", ParamType::kInt, Number(c.fault_batch_size), "fault entries per batch",
@@ -105,6 +122,8 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "device memory bandwidth, GB/s", kRate},
       {"launch_us", ParamType::kDouble, Number(c.kernel_launch_ns / 1e3),
        "gap between kernels, us", kMicros},
+      {"warps", ParamType::kInt, Number(c.warps_per_sm),
+       "warps per SM issuing accesses, each stalling alone on a fault", ParamRange::Closed(1, 64)},
   };
 }
 
@@ -119,6 +138,8 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.link.h2d_bytes_per_second = params->Double("h2d_gbps") * 1e9;
   c.link.d2h_bytes_per_second = params->Double("d2h_gbps") * 1e9;
   c.link.latency_ns = std::llround(params->Double("link_latency_us") * 1e3);
+  c.link.eviction_overhead_ns = std::llround(params->Double("evict_us") * 1e3);
+  c.link.full_duplex = params->Bool("duplex");
   c.fault_latency_ns = std::llround(params->Double("fault_latency_us") * 1e3);
   c.fault_batch_size = static_cast<int>(params->Int("batch"));
   c.fault_buffer_entries = static_cast<int>(params->Int("fault_buffer"));
@@ -126,6 +147,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.compute.peak_flops_tensor = params->Double("tensor_tflops") * 1e12;
   c.compute.memory_bytes_per_second = params->Double("hbm_gbps") * 1e9;
   c.kernel_launch_ns = std::llround(params->Double("launch_us") * 1e3);
+  c.warps_per_sm = static_cast<int>(params->Int("warps"));
   return c;
 }
 

@@ -11,7 +11,9 @@ Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes) const {
   const double bandwidth = direction == LinkDirection::kHostToDevice
                                ? config_.h2d_bytes_per_second
                                : config_.d2h_bytes_per_second;
-  return config_.latency_ns +
+  const Nanos overhead =
+      direction == LinkDirection::kDeviceToHost ? config_.eviction_overhead_ns : 0;
+  return config_.latency_ns + overhead +
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
 }
 
@@ -29,7 +31,8 @@ void PcieLink::Enqueue(const LinkTransfer& transfer, Nanos now) {
     instant_.emplace_back(std::max(now, transfer.ready_ns), transfer.id);
     return;
   }
-  Lane& lane = lanes_[static_cast<int>(transfer.direction)];
+  // Half duplex: both directions wait in one lane, by priority.
+  Lane& lane = lanes_[config_.full_duplex ? static_cast<int>(transfer.direction) : 0];
   LinkTransfer queued = transfer;
   queued.ready_ns = std::max(now, transfer.ready_ns);
   lane.waiting[static_cast<int>(transfer.priority)].push_back(queued);

@@ -1,6 +1,8 @@
 // A full-duplex PCIe link in discrete time.
 //
-// Each direction moves one transfer at a time, taking latency + bytes/bandwidth.
+// Each direction moves one transfer at a time, taking latency + bytes/bandwidth
+// (plus the eviction overhead for device-to-host); a half-duplex link
+// (LinkConfig::full_duplex false) moves one transfer at a time in all.
 // Waiting transfers start by priority (fault migrations > evictions >
 // prefetches), first come first served within a priority, and never before
 // their ready time or before the transfer they depend on has finished. A

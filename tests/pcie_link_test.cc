@@ -69,6 +69,30 @@ TEST(PcieLinkTest, DirectionsRunInParallel) {
   EXPECT_EQ(link.bytes_moved(LinkDirection::kDeviceToHost), k2MiB);
 }
 
+TEST(PcieLinkTest, EvictionsPayTheDriversOverheadBeforeTheirCopy) {
+  LinkConfig config{1e9, 1e9, 1000};
+  config.eviction_overhead_ns = 300000;
+  PcieLink link(config);
+  EXPECT_EQ(link.Duration(LinkDirection::kDeviceToHost, k2MiB), 1000 + 300000 + 2097152);
+  EXPECT_EQ(link.Duration(LinkDirection::kHostToDevice, k2MiB), 1000 + 2097152);
+}
+
+TEST(PcieLinkTest, HalfDuplexMovesOneTransferAtATimeByPriority) {
+  LinkConfig config{1e9, 1e9, 0};
+  config.full_duplex = false;
+  PcieLink link(config);
+  const Nanos d = 2097152;
+  link.Submit(Make(1, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  link.Submit(Make(3, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB), 0);
+  const std::map<TransferId, Nanos> done = Drain(link);
+  // The prefetch that started runs out; then the eviction goes before the
+  // queued prefetch, and nothing overlaps.
+  EXPECT_EQ(done.at(1), d);
+  EXPECT_EQ(done.at(3), 2 * d);
+  EXPECT_EQ(done.at(2), 3 * d);
+}
+
 TEST(PcieLinkTest, DependentTransferWaitsForItsPredecessor) {
   PcieLink link(LinkConfig{1e9, 1e9, 0});
   link.Submit(Make(1, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB), 0);

@@ -41,7 +41,10 @@ void SleepUntilNanos(Nanos deadline) {
 }
 
 PcieThrottle::PcieThrottle(const LinkConfig& link, double dilation, bool enabled)
-    : link_(link), dilation_(dilation), enabled_(enabled && dilation > 0) {}
+    : link_(link),
+      full_duplex_(link.full_duplex),
+      dilation_(dilation),
+      enabled_(enabled && dilation > 0) {}
 
 Nanos PcieThrottle::Dilate(Nanos modelled) const {
   if (!enabled_ || modelled <= 0) return 0;
@@ -52,7 +55,8 @@ Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now) 
   if (!enabled_ || bytes == 0) return now;
   const Nanos duration = Dilate(link_.Duration(direction, bytes));
   absl::MutexLock lock(&mu_);
-  Nanos& busy = busy_until_[static_cast<int>(direction)];
+  // Half duplex (LinkConfig::full_duplex false): both directions book one lane.
+  Nanos& busy = busy_until_[full_duplex_ ? static_cast<int>(direction) : 0];
   busy = std::max(busy, now) + duration;
   return busy;
 }

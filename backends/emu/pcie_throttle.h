@@ -6,7 +6,8 @@
 // (5 us + 133 us) takes 552 us of wall time. Ratios between transfers, and
 // between transfers and dilated kernel compute, stay those of the model.
 //
-// Each direction carries one transfer at a time. Reserve() books the lane
+// Each direction carries one transfer at a time (both share one lane when
+// LinkConfig::full_duplex is false, as in the sim). Reserve() books the lane
 // back to back from where the previous booking ended, not from when its
 // owner woke up, so oversleeping one transfer does not slow the link down:
 // over a stream of transfers the achieved bandwidth is the configured one.
@@ -51,6 +52,7 @@ class PcieThrottle {
 
  private:
   PcieLink link_;  // for Duration() only: one formula for sim and uffd
+  bool full_duplex_;
   double dilation_;
   bool enabled_;
   absl::Mutex mu_;

@@ -43,6 +43,7 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
         return s;
       }
+      engine.mutable_stats().launch_ns += device_.kernel_launch_ns;
       engine.OnProgramEvent(begin);
       if (absl::Status s = ExecuteKernel(begin.exec_id, begin.duration_ns); !s.ok()) return s;
       engine.OnProgramEvent(assembler.kernel_end());
@@ -63,9 +64,10 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   for (const AccessRange& range : ranges_) total += range.pages;
   if (total == 0) return AdvanceIdle(clock_.now() + compute_ns);
 
-  const uint64_t sm_count = std::min<uint64_t>(device_.compute.sm_count, total);
-  // Each SM spends compute * sms / accesses per access, so the kernel takes
-  // exactly its compute time when nothing stalls.
+  // One issuer per warp (DeviceConfig::warps_per_sm); they are the "SMs"
+  // below. Each spends compute * issuers / accesses per access, so the
+  // kernel takes exactly its compute time when nothing stalls.
+  const uint64_t sm_count = std::min<uint64_t>(device_.access_streams(), total);
   const Picos per_access = static_cast<Picos>(
       static_cast<__int128>(compute_ns) * kPicosPerNano * sm_count / total);
   const Picos start = clock_.now() * kPicosPerNano;
@@ -167,16 +169,7 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   stalled_.push_back(sm_index);
   FaultEntry entry{page, write ? AccessType::kWrite : AccessType::kRead, sm_index, exec_id_,
                    now / kPicosPerNano};
-  if (fault_buffer_.Push(entry) && recorder_ != nullptr) {
-    Event event;
-    event.kind = EventKind::kFault;
-    event.access = entry.access;
-    event.sm = entry.sm;
-    event.exec_id = entry.exec_id;
-    event.address = page * kPageSize;
-    event.time_ns = entry.time_ns;
-    recorder_->Record(event);
-  }
+  if (fault_buffer_.Push(entry) && recorder_ != nullptr) recorder_->Record(FaultEvent(entry));
   // The engine fetches once every SM that faults at this instant has done
   // so: at the next whole nanosecond, after the SM events before it.
   if (!engine_->servicing() && !service_requested_) {
@@ -264,7 +257,7 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
   woken_scratch_.insert(woken_scratch_.end(), woken_later_.begin(), woken_later_.end());
   ready_.PushWoken(woken_scratch_);
   engine_->mutable_stats().stall_ns =
-      stall_picos_ / kPicosPerNano / std::max(1, device_.compute.sm_count);
+      stall_picos_ / kPicosPerNano / std::max(1, device_.access_streams());
 }
 
 absl::Status SimBackend::AdvanceIdle(Nanos until) {

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/backend_registry.h"
 #include "core/kernel_assembler.h"
+#include "core/sigint_guard.h"
 #include "backends/emu/uffd_spin.h"
 
 namespace umlab {
@@ -37,26 +38,6 @@ constexpr Nanos kReceiveEveryNanos = 2000;
 // An SM that falls this far behind its compute pacing (it stalled) starts
 // pacing afresh instead of rushing to catch up.
 constexpr Nanos kPacingCatchUpNanos = 200000;
-
-// SIGINT: the handler only raises a flag; the run thread sees it within
-// kPollInterval and tears everything down.
-std::atomic<int> g_interrupted{0};
-extern "C" void OnSigint(int) { g_interrupted.store(1); }
-
-class SigintGuard {
- public:
-  SigintGuard() {
-    g_interrupted.store(0);
-    struct sigaction action = {};
-    action.sa_handler = OnSigint;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &previous_);
-  }
-  ~SigintGuard() { sigaction(SIGINT, &previous_, nullptr); }
-
- private:
-  struct sigaction previous_ = {};
-};
 
 // Helper threads start with every signal blocked, so SIGINT reaches the
 // run thread and no worker's system call is interrupted.
@@ -241,7 +222,7 @@ absl::Status UffdBackend::CheckAbort(uint64_t& last_progress, Nanos& last_change
     absl::MutexLock lock(&error_mu_);
     if (!error_.ok()) return error_;
   }
-  if (g_interrupted.load() != 0) {
+  if (SigintGuard::interrupted()) {
     return absl::CancelledError(
         "interrupted (SIGINT); the uffd device was shut down and its threads joined");
   }
@@ -576,14 +557,7 @@ void UffdBackend::OnFault(const UffdFault& fault) {
   ++received_;
   stalled_.try_emplace(device_page, entry.time_ns);
   if (fault_buffer_.Push(entry) && recorder_ != nullptr) {
-    Event event;
-    event.kind = EventKind::kFault;
-    event.access = entry.access;
-    event.sm = entry.sm;
-    event.exec_id = entry.exec_id;
-    event.address = entry.page * kPageSize;
-    event.time_ns = entry.time_ns;
-    pending_records_.push_back(event);
+    pending_records_.push_back(FaultEvent(entry));
   }
   inbox_events_.fetch_add(1, std::memory_order_release);
   inbox_cv_.Signal();

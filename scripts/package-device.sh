@@ -15,7 +15,7 @@ for binary in cli/umlab tests/cuda_backend_test backends/cuda/umlab_cuda_calibra
   cp "$build/$binary" "$out/"
   strip "$out/$(basename "$binary")"
 done
-cp bench/cuda_matrix.sh "$out/"
+cp bench/cuda_matrix.sh bench/fidelity.sh "$out/"
 for binary in "$out"/umlab "$out"/cuda_backend_test; do
   ldd "$binary" | awk '/=> \// {print $3}' |
     grep -E 'libabsl|libzstd|liburing|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"

@@ -3,6 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+// Built with or without the cuda backend; the header is there only with it.
+#if __has_include(<cuda_runtime_api.h>)
+#include <cuda_runtime_api.h>
+#define UMLAB_HAVE_CUDA_RUNTIME 1
+#endif
+
 #include "cli/runner/experiment.h"
 #include "core/backend_registry.h"
 #include "emu/device_presets.h"
@@ -26,51 +32,89 @@ class CudaBackendTest : public ::testing::Test {
     program_.emplace(std::move(*program));
   }
 
-  absl::StatusOr<RunResult> Run(const std::string& policy, const std::string& capacity) {
+  absl::StatusOr<RunResult> Run(const std::string& policy, const std::string& capacity,
+                                const std::string& backend = "cuda") {
     RunRequest request;
     request.program = &*program_;
     request.device = device_;
     request.capacity = capacity;
     request.policy = policy;
-    request.backend = "cuda";
+    request.backend = backend;
     return ExecuteRun(request);
+  }
+
+  static uint64_t FreeGpuBytes() {
+    size_t free_bytes = 0;
+#ifdef UMLAB_HAVE_CUDA_RUNTIME
+    size_t total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+#endif
+    return free_bytes;
   }
 
   DeviceConfig device_;
   std::optional<ProgramInput> program_;
 };
 
-TEST_F(CudaBackendTest, RunsAndReportsRealFaultsAndTraffic) {
+TEST_F(CudaBackendTest, TheDriverRunsOutOfMemoryUnderTheBalloon) {
+  const uint64_t free_before = FreeGpuBytes();
   absl::StatusOr<RunResult> result = Run("demand", "0.5");
   ASSERT_TRUE(result.ok()) << result.status();
   const RunStats& s = result->stats;
   EXPECT_EQ(result->backend, "cuda");
   EXPECT_GT(s.faults, 0u);
   EXPECT_GT(s.fault_records, 0u);
+  EXPECT_GT(s.faulted_blocks, 0u);
   EXPECT_GT(s.h2d_bytes, 0u);
-  EXPECT_GT(s.time_ns, 0);
-  EXPECT_GE(s.time_ns, s.ideal_time_ns / 2);  // the kernels really computed
-  EXPECT_GT(s.evictions, 0u);                  // the budget was enforced
+  EXPECT_GT(s.d2h_bytes, 0u);           // evictions wrote back
+  EXPECT_GT(s.device_evictions, 0u);    // the driver evicted by itself
+  EXPECT_GE(s.time_ns, s.ideal_time_ns);  // the kernels really computed
+  EXPECT_EQ(s.kernels, program_->summary().kernels);
   ASSERT_EQ(s.per_iteration.size(), 3u);
+  // The balloon and the managed memory went with the run.
+  EXPECT_GE(FreeGpuBytes() + (64u << 20), free_before);
+}
+
+TEST_F(CudaBackendTest, TheEngineBudgetEvictsWithoutABalloon) {
+  absl::StatusOr<RunResult> result = Run("demand", "0.5", "cuda:memory=engine");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunStats& s = result->stats;
+  EXPECT_GT(s.evictions, 0u);           // the budget was enforced
+  EXPECT_EQ(s.device_evictions, 0u);    // the GPU never ran out
 }
 
 TEST_F(CudaBackendTest, FullCapacityNeedsNoEvictions) {
-  absl::StatusOr<RunResult> result = Run("demand", "1.0");
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->stats.evictions, 0u);
+  for (const char* backend : {"cuda", "cuda:memory=engine"}) {
+    absl::StatusOr<RunResult> result = Run("demand", "1.0", backend);
+    ASSERT_TRUE(result.ok()) << backend << ": " << result.status();
+    EXPECT_EQ(result->stats.evictions, 0u) << backend;
+    EXPECT_GT(result->stats.launch_ns, 0) << backend;
+  }
 }
 
-TEST_F(CudaBackendTest, RefusesMoreManagedMemoryThanTheGpuHas) {
+TEST_F(CudaBackendTest, RefusesAnUnknownMemoryMode) {
+  absl::StatusOr<RunResult> result = Run("demand", "0.5", "cuda:memory=gpu");
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()),
+              ::testing::HasSubstr("memory=gpu is not one of: driver, engine"));
+}
+
+TEST_F(CudaBackendTest, RefusesMoreManagedMemoryThanItMayUse) {
+  // About 275 GB of parameters: more than half of the host and than the GPU.
   absl::StatusOr<ProgramInput> huge = ProgramInput::FromWorkload(
       "mlp", {"layers=64,hidden=32768,batch=8192,iterations=1"}, device_.compute);
   ASSERT_TRUE(huge.ok()) << huge.status();
-  RunRequest request;
-  request.program = &*huge;
-  request.device = device_;
-  request.backend = "cuda";
-  absl::StatusOr<RunResult> result = ExecuteRun(request);
-  ASSERT_FALSE(result.ok());
-  EXPECT_THAT(std::string(result.status().message()), ::testing::HasSubstr("free"));
+  const std::pair<const char*, const char*> cases[] = {
+      {"cuda", "half of the host's memory"}, {"cuda:memory=engine", "of the GPU is free"}};
+  for (const auto& [backend, message] : cases) {
+    RunRequest request;
+    request.program = &*huge;
+    request.device = device_;
+    request.backend = backend;
+    absl::StatusOr<RunResult> result = ExecuteRun(request);
+    ASSERT_FALSE(result.ok()) << backend;
+    EXPECT_THAT(std::string(result.status().message()), ::testing::HasSubstr(message));
+  }
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
-#include "backends/cuda/touch_kernel.h"
 #include "core/backend_registry.h"
-#include "core/kernel_assembler.h"
+#include "core/byte_size.h"
+#include "core/sigint_guard.h"
 
 namespace umlab::cuda {
 namespace {
@@ -18,8 +20,20 @@ absl::Status CudaCheck(cudaError_t error, const char* what) {
   return absl::InternalError(absl::StrFormat("%s failed: %s", what, cudaGetErrorString(error)));
 }
 
-// Managed memory the backend leaves free for the driver's own use.
+// Engine mode: managed memory the backend leaves free for the driver's own
+// use, so that the driver never has to evict.
 constexpr double kUsableFreeFraction = 0.85;
+
+uint64_t HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : 0;
+}
+
+// Reads a stamp the GPU writes into host-mapped memory.
+uint64_t ReadStamp(const uint64_t& stamp) {
+  return *static_cast<const volatile uint64_t*>(&stamp);
+}
 
 }  // namespace
 
@@ -45,28 +59,24 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const DeviceCon
         "this GPU cannot fault on managed memory (no concurrent managed access); "
         "the cuda backend needs a Pascal or newer GPU on Linux");
   }
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, options.gpu);
   cudaFree(nullptr);  // creates the context CUPTI needs
   size_t free_bytes = 0, total_bytes = 0;
   if (absl::Status s = CudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
       !s.ok()) {
     return s;
   }
-  std::unique_ptr<CudaBackend> backend(new CudaBackend(
-      device, capacity_frames, options, prop.multiProcessorCount,
-      static_cast<uint64_t>(static_cast<double>(free_bytes) * kUsableFreeFraction)));
+  std::unique_ptr<CudaBackend> backend(
+      new CudaBackend(device, capacity_frames, options, free_bytes));
   if (absl::Status s = backend->Initialise(); !s.ok()) return s;
   return backend;
 }
 
 CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
-                         const CudaOptions& options, int sm_count, uint64_t memory_limit)
+                         const CudaOptions& options, uint64_t gpu_free_bytes)
     : device_(device),
       options_(options),
       capacity_frames_(capacity_frames),
-      sm_count_(sm_count),
-      segments_(memory_limit),
+      gpu_free_bytes_(gpu_free_bytes),
       // The GPU's own fault buffer is not ours to model here: this one only
       // carries records to the engine, and must not drop any.
       faults_(size_t{1} << 20),
@@ -86,10 +96,11 @@ CudaBackend::~CudaBackend() {
   if (compute_stream_ != nullptr) cudaStreamSynchronize(compute_stream_);
   if (migration_stream_ != nullptr) cudaStreamSynchronize(migration_stream_);
   cupti_.reset();
-  for (PendingTransfer& pending : pending_) cudaEventDestroy(pending.done);
-  for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
-  if (device_pages_ != nullptr) cudaFree(device_pages_);
-  if (pinned_pages_ != nullptr) cudaFreeHost(pinned_pages_);
+  balloon_.reset();
+  issuer_.reset();
+  if (device_ranges_ != nullptr) cudaFree(device_ranges_);
+  if (counters_ != nullptr) cudaFree(counters_);
+  if (progress_ != nullptr) cudaFreeHost(progress_);
   if (compute_stream_ != nullptr) cudaStreamDestroy(compute_stream_);
   if (migration_stream_ != nullptr) cudaStreamDestroy(migration_stream_);
 }
@@ -100,148 +111,302 @@ Nanos CudaBackend::Now() const {
       .count();
 }
 
+void CudaBackend::Fail(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (error_.ok()) error_ = std::move(status);
+  }
+  stop_.store(true);
+}
+
+bool CudaBackend::stopping() const { return stop_.load(std::memory_order_relaxed); }
+
+bool CudaBackend::StopIfInterrupted() {
+  if (!SigintGuard::interrupted()) return false;
+  Fail(absl::CancelledError(
+      "interrupted (SIGINT); the run stopped and its GPU memory was given back"));
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Before the run.
+
+absl::Status CudaBackend::Prepare() {
+  const bool bounded = capacity_frames_ < kUnlimitedFrames;
+  const uint64_t capacity_bytes = bounded ? capacity_frames_ * kBlockSize : 0;
+  if (options_.memory == MemoryMode::kDriver) {
+    // The driver may evict to the host, so the footprint is bounded by the
+    // host's memory instead of the GPU's; half of it leaves the host usable.
+    const uint64_t host_limit = HostMemoryBytes() / 2;
+    if (plan_.segment_bytes > host_limit) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the program needs %s of managed memory, more than half of the host's memory (%s); "
+          "use a smaller workload",
+          FormatBytes(plan_.segment_bytes), FormatBytes(host_limit)));
+    }
+  } else {
+    const uint64_t gpu_limit =
+        static_cast<uint64_t>(static_cast<double>(gpu_free_bytes_) * kUsableFreeFraction);
+    if (plan_.segment_bytes > gpu_limit) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the program needs %s of managed memory, but only %s of the GPU is free; with "
+          "memory=engine oversubscription comes from --capacity, not from the GPU: use a "
+          "smaller workload or memory=driver",
+          FormatBytes(plan_.segment_bytes), FormatBytes(gpu_limit)));
+    }
+  }
+  for (const PlannedSegment& segment : plan_.segments) {
+    if (absl::Status s = segments_.Reserve(segment.address, segment.size); !s.ok()) return s;
+  }
+
+  std::vector<DeviceRange> ranges;
+  ranges.reserve(plan_.ranges.size());
+  for (const PlannedKernel& kernel : plan_.kernels) {
+    uint64_t first_access = 0;
+    for (uint64_t i = kernel.first_range; i < kernel.first_range + kernel.range_count; ++i) {
+      const PlannedRange& range = plan_.ranges[i];
+      // The plan checked that every range lies inside one segment.
+      ranges.push_back(DeviceRange{segments_.ToDevice(range.first_page * kPageSize) |
+                                       (range.write ? 1 : 0),
+                                   first_access});
+      first_access += range.pages;
+    }
+  }
+  // One slot more than kernels: the warm-up kernel's.
+  const size_t kernels = plan_.kernels.size();
+  if (absl::Status s = CudaCheck(
+          cudaMalloc(reinterpret_cast<void**>(&device_ranges_),
+                     std::max<size_t>(1, ranges.size()) * sizeof(DeviceRange)),
+          "cudaMalloc(page lists)");
+      !s.ok()) {
+    return s;
+  }
+  if (!ranges.empty()) {
+    if (absl::Status s = CudaCheck(cudaMemcpy(device_ranges_, ranges.data(),
+                                              ranges.size() * sizeof(DeviceRange),
+                                              cudaMemcpyHostToDevice),
+                                   "cudaMemcpy(page lists)");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CudaCheck(cudaMalloc(reinterpret_cast<void**>(&counters_),
+                                            (kernels + 1) * sizeof(KernelCounters)),
+                                 "cudaMalloc(kernel counters)");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CudaCheck(cudaMemset(counters_, 0, (kernels + 1) * sizeof(KernelCounters)), "cudaMemset");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaCheck(cudaHostAlloc(reinterpret_cast<void**>(&progress_),
+                                               (kernels + 1) * sizeof(KernelProgress),
+                                               cudaHostAllocMapped),
+                                 "cudaHostAlloc(kernel progress)");
+      !s.ok()) {
+    return s;
+  }
+  std::memset(progress_, 0, (kernels + 1) * sizeof(KernelProgress));
+
+  // One empty kernel before the balloon: the context's lazy allocations for
+  // launching happen now, not out of the capacity. Its begin stamp, seen
+  // from the host, ties CUPTI's clock to the GPU's.
+  KernelCounters* warm_counters = counters_ + kernels;
+  KernelProgress* warm_progress = progress_ + kernels;
+  ReplayKernelArgs warm;
+  warm.counters = warm_counters;
+  warm.progress = warm_progress;
+  if (absl::Status s = CudaCheck(LaunchReplayKernel(warm, 1, compute_stream_), "kernel launch");
+      !s.ok()) {
+    return s;
+  }
+  while (ReadStamp(warm_progress->begin_ns) == 0) {
+    if (cudaStreamQuery(compute_stream_) != cudaErrorNotReady &&
+        ReadStamp(warm_progress->begin_ns) == 0) {
+      return absl::InternalError("the warm-up kernel ended without stamping its begin");
+    }
+  }
+  cupti_minus_gpu_ns_ = CuptiFaultStream::Timestamp() - ReadStamp(warm_progress->begin_ns);
+  if (absl::Status s = CudaCheck(cudaStreamSynchronize(compute_stream_), "warm-up kernel");
+      !s.ok()) {
+    return s;
+  }
+
+  // Last, so that what is left free is the capacity and nothing else.
+  if (options_.memory == MemoryMode::kDriver && bounded) {
+    absl::StatusOr<std::unique_ptr<GpuBalloon>> balloon = GpuBalloon::Inflate(capacity_bytes);
+    if (!balloon.ok()) return balloon.status();
+    balloon_ = std::move(*balloon);
+  }
+  return CudaCheck(cudaDeviceSynchronize(), "preparing the run");
+}
+
 // ---------------------------------------------------------------------------
 // Running the program.
 
 absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
   engine_ = &engine;
   recorder_ = recorder;
+  SigintGuard sigint;
+  absl::StatusOr<ReplayPlan> plan = BuildReplayPlan(program, recorder != nullptr);
+  if (!plan.ok()) return plan.status();
+  plan_ = std::move(*plan);
+  // CUPTI reports unified-memory activity only for managed memory allocated
+  // after it starts: it must come before Prepare.
   absl::StatusOr<std::unique_ptr<CuptiFaultStream>> cupti = CuptiFaultStream::Start(options_.gpu);
   if (!cupti.ok()) return cupti.status();
   cupti_ = std::move(*cupti);
+  if (absl::Status s = Prepare(); !s.ok()) return s;
+  cupti_->Flush();
+  records_.clear();
+  cupti_->Drain(records_);  // nothing before the run counts
   cupti_start_ = CuptiFaultStream::Timestamp();
   start_ = std::chrono::steady_clock::now();
   bins_.assign(1, Bin{});
 
-  KernelAssembler assembler(program);
-  while (assembler.Next()) {
-    if (assembler.is_kernel()) {
-      if (recorder_ != nullptr) {
-        for (const Event& event : assembler.kernel_events()) recorder_->Record(event);
+  issuer_ = std::make_unique<TransferIssuer>(options_.gpu, migration_stream_);
+  std::thread engine_thread([this] {
+    cudaSetDevice(options_.gpu);  // the current device is per thread
+    ServeEngine();
+    flusher_done_.store(true);
+  });
+  // A CUPTI flush holds its caller for about 2 ms on an H200, so it has a
+  // thread of its own: fault records reach the engine within a flush or
+  // two instead of whenever a buffer fills.
+  std::thread flusher([this] {
+    while (!flusher_done_.load() && !stopping()) {
+      cupti_->Flush();
+      std::this_thread::sleep_for(std::chrono::nanoseconds(options_.flush_interval_ns));
+    }
+  });
+  LaunchAll();
+  engine_thread.join();
+  flusher_done_.store(true);
+  flusher.join();
+  // Whatever stopped the run, nothing of it may still run on the GPU when
+  // the memory goes.
+  cudaStreamSynchronize(compute_stream_);
+  if (absl::Status s = issuer_->status(); !s.ok()) Fail(std::move(s));
+  issuer_.reset();
+  balloon_.reset();
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  if (!error_.ok()) return error_;
+  FillStatistics();
+  return absl::OkStatus();
+}
+
+void CudaBackend::LaunchAll() {
+  const uint64_t kernels = plan_.kernels.size();
+  const uint64_t run_ahead = static_cast<uint64_t>(std::max(1, options_.run_ahead));
+  // The preset's issuers, laid over the GPU: its warps per SM to a block.
+  const unsigned warps_per_block = static_cast<unsigned>(std::max(1, device_.warps_per_sm));
+  for (uint64_t k = 0; k < kernels && !stopping(); ++k) {
+    // A framework's launch queue is bounded: wait until the GPU has ended
+    // the kernel `run_ahead` back.
+    while (k >= run_ahead && ReadStamp(progress_[k - run_ahead].end_ns) == 0) {
+      if (stopping() || StopIfInterrupted()) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(5));
+    }
+    const PlannedKernel& kernel = plan_.kernels[k];
+    ReplayKernelArgs args;
+    args.ranges = device_ranges_ + kernel.first_range;
+    args.range_count = kernel.range_count;
+    args.accesses = kernel.accesses;
+    args.compute_ns = static_cast<uint64_t>(std::max<Nanos>(0, kernel.begin.duration_ns));
+    // As on the sim: each issuer spends compute * issuers / accesses per
+    // access, so the kernel lasts its compute time when nothing stalls.
+    args.workers = static_cast<unsigned>(std::min<uint64_t>(
+        static_cast<uint64_t>(device_.access_streams()), std::max<uint64_t>(1, kernel.accesses)));
+    args.per_access_ns =
+        kernel.accesses == 0 ? 0 : args.compute_ns * args.workers / kernel.accesses;
+    args.counters = counters_ + k;
+    args.progress = progress_ + k;  // mapped memory has one address on both sides (UVA)
+    if (absl::Status s = CudaCheck(LaunchReplayKernel(args, warps_per_block, compute_stream_),
+                                   "kernel launch");
+        !s.ok()) {
+      Fail(std::move(s));
+      return;
+    }
+  }
+}
+
+void CudaBackend::DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel) {
+  for (uint64_t i = first; i < first + count; ++i) {
+    const Event& event = plan_.between[i];
+    if (recorder_ != nullptr) recorder_->Record(event);
+    if (event.kind == EventKind::kIterationBegin) {
+      // The iteration began when its first kernel did, on the GPU's clock;
+      // on CUPTI's, for binning its records.
+      iteration_first_kernel_.push_back(next_kernel);
+      const uint64_t kernels = plan_.kernels.size();
+      const uint64_t begin = next_kernel < kernels ? ReadStamp(progress_[next_kernel].begin_ns)
+                             : kernels > 0         ? ReadStamp(progress_[kernels - 1].end_ns)
+                                                   : 0;
+      iteration_starts_.push_back(begin + cupti_minus_gpu_ns_);
+      bins_.push_back(Bin{});
+    }
+    // Allocations need nothing here: all managed memory exists already. A
+    // free makes the engine discard the segment's pages (Invalidate).
+    engine_->OnProgramEvent(event);
+  }
+}
+
+void CudaBackend::ServeEngine() {
+  const uint64_t kernels = plan_.kernels.size();
+  uint64_t next = 0;     // the kernel whose begin or end comes next
+  bool begun = false;    // whether `next` has begun (its begin delivered)
+  int idle_polls = 0;
+  while (next < kernels) {
+    if (stopping() || StopIfInterrupted()) return;
+    bool progressed = false;
+    while (next < kernels) {
+      const PlannedKernel& kernel = plan_.kernels[next];
+      if (!begun) {
+        if (ReadStamp(progress_[next].begin_ns) == 0) break;
+        DeliverBetween(kernel.first_event, kernel.event_count, next);
+        if (recorder_ != nullptr) {
+          for (const Event& event : kernel.events) recorder_->Record(event);
+        }
+        current_exec_id_ = kernel.begin.exec_id;
+        engine_->OnProgramEvent(kernel.begin);
+        begun = true;
+        progressed = true;
       }
-      ranges_.clear();
-      for (const Event& access : assembler.accesses()) {
-        ranges_.push_back(
-            AccessRange{access.address, access.size, access.access != AccessType::kRead});
-      }
-      const Event& begin = assembler.kernel_begin();
-      current_exec_id_ = begin.exec_id;
-      if (absl::Status s = ExecuteKernel(begin, assembler.kernel_end()); !s.ok()) return s;
+      if (ReadStamp(progress_[next].end_ns) == 0) break;
+      engine_->OnProgramEvent(kernel.end);
       current_exec_id_ = 0;
-      if (!error_.ok()) return error_;
+      begun = false;
+      ++next;
+      progressed = true;
+    }
+    if (absl::Status s = Poll(false); !s.ok()) {
+      Fail(std::move(s));
+      return;
+    }
+    if (progressed) {
+      idle_polls = 0;
       continue;
     }
-    const Event& event = assembler.event();
-    if (recorder_ != nullptr) recorder_->Record(event);
-    switch (event.kind) {
-      case EventKind::kAlloc:
-        if (absl::Status s = segments_.Reserve(event.address, event.size); !s.ok()) return s;
-        engine.OnProgramEvent(event);
-        break;
-      case EventKind::kFree:
-        engine.OnProgramEvent(event);
-        // The engine's discards of the segment must land before it goes.
-        cudaStreamSynchronize(migration_stream_);
-        if (absl::Status s = segments_.Release(event.address); !s.ok()) return s;
-        break;
-      case EventKind::kIterationBegin:
-        iteration_starts_.push_back(CuptiFaultStream::Timestamp());
-        bins_.push_back(Bin{});
-        engine.OnProgramEvent(event);
-        break;
-      default:
-        engine.OnProgramEvent(event);
-        break;
-    }
-    if (!error_.ok()) return error_;
-  }
-  if (!assembler.status().ok()) return assembler.status();
-  cudaStreamSynchronize(migration_stream_);
-  // Hand every outstanding record over, then account for it.
-  if (absl::Status s = Poll(/*flush=*/true); !s.ok()) return s;
-  engine.Finish();
-  FillStatistics();
-  return error_;
-}
-
-absl::Status CudaBackend::UploadPages(uint64_t count) {
-  if (count > page_buffer_entries_) {
-    if (device_pages_ != nullptr) cudaFree(device_pages_);
-    if (pinned_pages_ != nullptr) cudaFreeHost(pinned_pages_);
-    device_pages_ = nullptr;
-    pinned_pages_ = nullptr;
-    page_buffer_entries_ = std::max<uint64_t>(count, 2 * page_buffer_entries_);
-    if (absl::Status s = CudaCheck(
-            cudaMalloc(reinterpret_cast<void**>(&device_pages_), page_buffer_entries_ * sizeof(uint64_t)), "cudaMalloc");
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = CudaCheck(
-            cudaMallocHost(reinterpret_cast<void**>(&pinned_pages_), page_buffer_entries_ * sizeof(uint64_t)),
-            "cudaMallocHost");
-        !s.ok()) {
-      return s;
-    }
-  }
-  std::memcpy(pinned_pages_, host_pages_.data(), count * sizeof(uint64_t));
-  return CudaCheck(cudaMemcpyAsync(device_pages_, pinned_pages_, count * sizeof(uint64_t),
-                                   cudaMemcpyHostToDevice, compute_stream_),
-                   "cudaMemcpyAsync");
-}
-
-absl::Status CudaBackend::ExecuteKernel(const Event& begin, const Event& end) {
-  host_pages_.clear();
-  for (const AccessRange& range : ranges_) {
-    if (range.size == 0) continue;
-    const uint64_t first = PageOfAddress(range.address);
-    const uint64_t pages = PagesSpanned(range.address, range.size);
-    for (uint64_t page = first; page < first + pages; ++page) {
-      const uint64_t device = segments_.ToDevice(page * kPageSize);
-      if (device == 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "malformed program: kernel %d touches %#x, outside every reserved segment",
-            begin.exec_id, page * kPageSize));
+    // Nothing new for a while: a kernel that failed never stamps its end.
+    if (++idle_polls % 1000 == 0) {
+      const cudaError_t state = cudaStreamQuery(compute_stream_);
+      if (state != cudaSuccess && state != cudaErrorNotReady) {
+        Fail(CudaCheck(state, "kernel"));
+        return;
       }
-      host_pages_.push_back(device | (range.write ? 1 : 0));
-    }
-  }
-  if (absl::Status s = UploadPages(host_pages_.size()); !s.ok()) return s;
-  // The copy of the page list must not stall on the previous kernel's
-  // spin: it shares the stream, so it simply runs first.
-  engine_->OnProgramEvent(begin);
-  if (absl::Status s = Poll(false); !s.ok()) return s;
-
-  const uint64_t count = host_pages_.size();
-  const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>(sm_count_, count));
-  const uint64_t per_access_ns =
-      count == 0 ? 0 : static_cast<uint64_t>(begin.duration_ns) * blocks / count;
-  cudaEvent_t done = nullptr;
-  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-  if (count == 0) {
-    // A kernel with no accesses only computes: wait out its time on the host.
-    std::this_thread::sleep_for(std::chrono::nanoseconds(begin.duration_ns));
-  } else if (absl::Status s = CudaCheck(
-                 LaunchTouchKernel(device_pages_, count, blocks, per_access_ns, compute_stream_),
-                 "kernel launch");
-             !s.ok()) {
-    cudaEventDestroy(done);
-    return s;
-  }
-  cudaEventRecord(done, compute_stream_);
-  while (cudaEventQuery(done) == cudaErrorNotReady) {
-    if (absl::Status s = Poll(false); !s.ok()) {
-      cudaEventDestroy(done);
-      return s;
     }
     std::this_thread::sleep_for(std::chrono::nanoseconds(options_.poll_interval_ns));
   }
-  const cudaError_t kernel_error = cudaEventSynchronize(done);
-  cudaEventDestroy(done);
-  if (absl::Status s = CudaCheck(kernel_error, "kernel"); !s.ok()) return s;
-  end_of_last_kernel_ns_ = Now();
-  if (absl::Status s = Poll(false); !s.ok()) return s;
-  engine_->OnProgramEvent(end);
-  return error_;
+  DeliverBetween(plan_.between.size() - plan_.trailing_events, plan_.trailing_events, kernels);
+  issuer_->Drain();
+  // Hand every outstanding record over, then account for it.
+  if (absl::Status s = Poll(/*flush=*/true); !s.ok()) {
+    Fail(std::move(s));
+    return;
+  }
+  engine_->Finish();
 }
 
 size_t CudaBackend::IterationOf(uint64_t cupti_timestamp) const {
@@ -253,13 +418,18 @@ size_t CudaBackend::IterationOf(uint64_t cupti_timestamp) const {
 
 absl::Status CudaBackend::Poll(bool flush) {
   const Nanos now = Now();
-  if (flush || now - last_flush_ns_ >= options_.flush_interval_ns) {
-    cupti_->Flush();
-    last_flush_ns_ = now;
-  }
+  // During the run the flusher thread hands records over; at the end, this.
+  if (flush) cupti_->Flush();
   records_.clear();
   cupti_->Drain(records_);
-  absl::flat_hash_set<BlockNumber> arriving;
+  // In time order, so that the driver's evictions reach the engine before
+  // the faults that caused them are serviced.
+  std::stable_sort(records_.begin(), records_.end(),
+                   [](const UnifiedMemoryRecord& a, const UnifiedMemoryRecord& b) {
+                     return a.start_ns < b.start_ns;
+                   });
+  std::vector<BlockNumber> faulted;
+  absl::flat_hash_set<BlockNumber> seen;
   for (const UnifiedMemoryRecord& record : records_) {
     Bin& bin = bins_[std::min(IterationOf(record.start_ns), bins_.size() - 1)];
     switch (record.kind) {
@@ -268,6 +438,17 @@ absl::Status CudaBackend::Poll(bool flush) {
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost:
         bin.d2h += record.value;
+        if (options_.memory == MemoryMode::kDriver && record.value > 0) {
+          // Ours or the driver's: the engine tells them apart (its own
+          // evictions have left their frame already).
+          const std::optional<uint64_t> address = segments_.ToProgram(record.address);
+          if (address.has_value()) {
+            const BlockNumber last = BlockOfAddress(*address + record.value - 1);
+            for (BlockNumber block = BlockOfAddress(*address); block <= last; ++block) {
+              engine_->OnDeviceEvicted(block);
+            }
+          }
+        }
         continue;
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
@@ -276,18 +457,7 @@ absl::Status CudaBackend::Poll(bool flush) {
     if (!address.has_value()) continue;  // not the program's memory
     ++fault_records_;
     bin.faults += record.value;
-    // A record names one faulting address of a group, and the driver's own
-    // prefetcher populates around it, often the whole 2 MB block. So that
-    // the engine's residency (and with it the budget and what an eviction
-    // moves back) covers what the driver really brought in, every page of
-    // the block is reported as faulted. CUPTI does not say which SM faulted
-    // or whether it wrote.
-    const PageNumber first = FirstPageOfBlock(BlockOfAddress(*address));
-    for (int page = 0; page < kPagesPerBlock; ++page) {
-      faults_.Push(FaultEntry{first + page, AccessType::kRead, 0, current_exec_id_, now});
-    }
-    const BlockState* state = engine_->memory_state().Find(BlockOfAddress(*address));
-    if (state == nullptr || !state->has_frame) arriving.insert(BlockOfAddress(*address));
+    if (seen.insert(BlockOfAddress(*address)).second) faulted.push_back(BlockOfAddress(*address));
     if (recorder_ != nullptr) {
       Event fault;
       fault.kind = EventKind::kFault;
@@ -296,10 +466,27 @@ absl::Status CudaBackend::Poll(bool flush) {
       recorder_->Record(fault);
     }
   }
-  // The driver has already made these blocks resident: until the engine
-  // evicts, residency exceeds the budget by whatever does not fit.
-  if (!arriving.empty() && capacity_frames_ < UINT64_MAX / 4) {
-    const uint64_t resident = engine_->memory_state().used_frames() + arriving.size();
+  // A record names one faulting address of a group, and the driver's own
+  // prefetcher populates around it, often the whole 2 MB block. So that the
+  // engine's residency (and with it the budget and what an eviction moves
+  // back) covers what the driver really brought in, every page of the block
+  // is reported as faulted. CUPTI does not say which SM faulted or whether
+  // it wrote.
+  uint64_t arriving = 0;
+  for (BlockNumber block : faulted) {
+    const BlockState* state = engine_->memory_state().Find(block);
+    if (state == nullptr || !state->has_frame) ++arriving;
+    const PageNumber first = FirstPageOfBlock(block);
+    for (int page = 0; page < kPagesPerBlock; ++page) {
+      faults_.Push(FaultEntry{first + page, AccessType::kRead, 0, current_exec_id_, now});
+    }
+  }
+  // Engine mode: the driver has already made these blocks resident, so
+  // until the engine evicts, residency exceeds the budget by whatever does
+  // not fit.
+  if (options_.memory == MemoryMode::kEngine && arriving > 0 &&
+      capacity_frames_ < kUnlimitedFrames) {
+    const uint64_t resident = engine_->memory_state().used_frames() + arriving;
     const uint64_t over = resident > capacity_frames_ ? resident - capacity_frames_ : 0;
     overshoot_max_frames_ = std::max(overshoot_max_frames_, over);
     overshoot_sum_frames_ += over;
@@ -307,6 +494,7 @@ absl::Status CudaBackend::Poll(bool flush) {
   }
   if (!faults_.empty()) engine_->ServiceFaults();
   DeliverCompletions();
+  std::lock_guard<std::mutex> lock(error_mutex_);
   return error_;
 }
 
@@ -320,13 +508,10 @@ void CudaBackend::DeliverCompletions() {
       for (TransferId id : done) listener_->OnTransferComplete(id);
       progress = true;
     }
-    while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
-      const PendingTransfer finished = pending_.front();
-      pending_.pop_front();
-      spare_events_.push_back(finished.done);
-      listener_->OnTransferComplete(finished.id);
-      progress = true;
-    }
+    finished_.clear();
+    issuer_->CollectFinished(finished_);
+    for (TransferId id : finished_) listener_->OnTransferComplete(id);
+    progress = progress || !finished_.empty();
     if (!faults_.empty() && !engine_->servicing()) {
       engine_->ServiceFaults();
       progress = progress || !completed_now_.empty();
@@ -337,47 +522,14 @@ void CudaBackend::DeliverCompletions() {
 // ---------------------------------------------------------------------------
 // Data movement.
 
-void CudaBackend::Fence(TransferId id) {
-  cudaEvent_t event = nullptr;
-  if (!spare_events_.empty()) {
-    event = spare_events_.back();
-    spare_events_.pop_back();
-  } else {
-    cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  }
-  cudaEventRecord(event, migration_stream_);
-  pending_.push_back(PendingTransfer{id, event});
-}
-
-void CudaBackend::PrefetchRuns(BlockNumber block, const PageMask& pages, bool to_device) {
-  cudaMemLocation location{};
-  location.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
-  location.id = to_device ? options_.gpu : 0;
+std::vector<TransferIssuer::Span> CudaBackend::Spans(BlockNumber block,
+                                                     const PageMask& pages) const {
+  std::vector<TransferIssuer::Span> spans;
   ForEachPageRun(pages, [&](int first, int count) {
     const uint64_t device = segments_.ToDevice(block * kBlockSize + uint64_t(first) * kPageSize);
-    if (device == 0) return;
-    const cudaError_t error = cudaMemPrefetchAsync(reinterpret_cast<void*>(device),
-                                                   uint64_t(count) * kPageSize, location, 0,
-                                                   migration_stream_);
-    if (error != cudaSuccess && error_.ok()) {
-      error_ = CudaCheck(error, "cudaMemPrefetchAsync");
-    }
+    if (device != 0) spans.push_back({device, uint64_t(count) * kPageSize});
   });
-}
-
-void CudaBackend::DiscardRuns(BlockNumber block, const PageMask& pages) {
-  std::vector<void*> pointers;
-  std::vector<size_t> sizes;
-  ForEachPageRun(pages, [&](int first, int count) {
-    const uint64_t device = segments_.ToDevice(block * kBlockSize + uint64_t(first) * kPageSize);
-    if (device == 0) return;
-    pointers.push_back(reinterpret_cast<void*>(device));
-    sizes.push_back(uint64_t(count) * kPageSize);
-  });
-  if (pointers.empty()) return;
-  const cudaError_t error = cudaMemDiscardBatchAsync(pointers.data(), sizes.data(),
-                                                     pointers.size(), 0, migration_stream_);
-  if (error != cudaSuccess && error_.ok()) error_ = CudaCheck(error, "cudaMemDiscardBatchAsync");
+  return spans;
 }
 
 void CudaBackend::Migrate(const Transfer& transfer) {
@@ -387,18 +539,16 @@ void CudaBackend::Migrate(const Transfer& transfer) {
     completed_now_.push_back(transfer.id);
     return;
   }
-  PrefetchRuns(transfer.block, transfer.pages, /*to_device=*/true);
-  Fence(transfer.id);
+  issuer_->Submit({transfer.id, {}, Spans(transfer.block, transfer.pages), true});
 }
 
 void CudaBackend::Evict(const Transfer& transfer) {
-  DiscardRuns(transfer.block, transfer.pages & ~transfer.copy);
-  PrefetchRuns(transfer.block, transfer.copy, /*to_device=*/false);
-  Fence(transfer.id);
+  issuer_->Submit({transfer.id, Spans(transfer.block, transfer.pages & ~transfer.copy),
+                   Spans(transfer.block, transfer.copy), false});
 }
 
 void CudaBackend::Invalidate(BlockNumber block, const PageMask& pages) {
-  DiscardRuns(block, pages);
+  issuer_->Submit({0, Spans(block, pages), {}, false});
 }
 
 PageUse CudaBackend::QueryUse(BlockNumber block) const {
@@ -409,8 +559,21 @@ PageUse CudaBackend::QueryUse(BlockNumber block) const {
 
 void CudaBackend::FillStatistics() {
   RunStats& stats = engine_->mutable_stats();
-  stats.time_ns = end_of_last_kernel_ns_;
-  stats.stall_ns = std::max<Nanos>(0, stats.time_ns - stats.ideal_time_ns);
+  // Time on the GPU's own clock: from the first kernel's begin to the last
+  // one's end; the gaps between kernels are the launch overhead.
+  const uint64_t kernels = plan_.kernels.size();
+  if (kernels > 0) {
+    stats.time_ns = static_cast<Nanos>(progress_[kernels - 1].end_ns - progress_[0].begin_ns);
+    Nanos gaps = 0;
+    for (uint64_t k = 1; k < kernels; ++k) {
+      if (progress_[k].begin_ns > progress_[k - 1].end_ns) {
+        gaps += static_cast<Nanos>(progress_[k].begin_ns - progress_[k - 1].end_ns);
+      }
+    }
+    stats.launch_ns = gaps;
+  }
+  // What the kernels lost to memory: neither compute nor launching.
+  stats.stall_ns = std::max<Nanos>(0, stats.time_ns - stats.ideal_time_ns - stats.launch_ns);
   stats.fault_records = fault_records_;
   stats.dropped_records = cupti_->dropped();
   stats.dropped_faults = faults_.dropped();
@@ -425,6 +588,18 @@ void CudaBackend::FillStatistics() {
   stats.faults = faults;
   stats.h2d_bytes = h2d;
   stats.d2h_bytes = d2h;
+  for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_first_kernel_.size(); ++i) {
+    // From the iteration's first kernel's begin to the next one's, or to
+    // the last kernel's end.
+    const uint64_t first = iteration_first_kernel_[i];
+    const uint64_t next =
+        i + 1 < iteration_first_kernel_.size() ? iteration_first_kernel_[i + 1] : kernels;
+    if (first < next && next <= kernels) {
+      const uint64_t until =
+          next < kernels ? progress_[next].begin_ns : progress_[kernels - 1].end_ns;
+      stats.per_iteration[i].time_ns = static_cast<Nanos>(until - progress_[first].begin_ns);
+    }
+  }
   for (size_t i = 0; i < stats.per_iteration.size() && i + 1 < bins_.size(); ++i) {
     stats.per_iteration[i].faults = bins_[i + 1].faults;
     stats.per_iteration[i].h2d_bytes = bins_[i + 1].h2d;
@@ -436,24 +611,36 @@ void CudaBackend::FillStatistics() {
 }
 
 UMLAB_REGISTER_BACKEND(
-    cuda, {"cuda",
-           "the real UVM driver on a GPU: managed memory, CUPTI fault records, prefetch and "
-           "discard calls",
-           {{"gpu", ParamType::kInt, "0", "CUDA device ordinal", ParamRange::AtLeast(0)},
-            {"poll_us", ParamType::kDouble, "20", "how often the host polls for fault records",
-             ParamRange::AtLeast(0)},
-            {"flush_us", ParamType::kDouble, "20000",
-             "how often CUPTI is asked to hand over its records", ParamRange::AtLeast(0)}},
-           [](const ParamMap& params, const DeviceConfig& device,
-              uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
-             CudaOptions options;
-             options.gpu = static_cast<int>(params.Int("gpu"));
-             options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
-             options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
-             absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
-                 CudaBackend::Create(device, capacity_frames, options);
-             if (!backend.ok()) return backend.status();
-             return std::unique_ptr<Backend>(std::move(*backend));
-           }});
+    cuda,
+    {"cuda",
+     "the real UVM driver on a GPU: managed memory, kernels at the GPU's pace, CUPTI fault "
+     "records, prefetch and discard calls",
+     {{"gpu", ParamType::kInt, "0", "CUDA device ordinal", ParamRange::AtLeast(0)},
+      {"memory", ParamType::kString, "driver",
+       "how memory runs out: driver (a cudaMalloc balloon leaves only --capacity free and the "
+       "UVM driver evicts by itself) or engine (the GPU keeps its memory; the engine's budget "
+       "evicts)",
+       {},
+       {"driver", "engine"}},  // MemoryMode's order
+      {"run_ahead", ParamType::kInt, "256", "kernels launched ahead of the GPU",
+       ParamRange::Closed(1, 1 << 20)},
+      {"poll_us", ParamType::kDouble, "20", "how often the engine thread looks for news",
+       ParamRange::AtLeast(0)},
+      {"flush_us", ParamType::kDouble, "1000",
+       "pause between CUPTI flushes (each takes about 2 ms), from a thread of their own",
+       ParamRange::AtLeast(0)}},
+     [](const ParamMap& params, const DeviceConfig& device,
+        uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
+       CudaOptions options;
+       options.gpu = static_cast<int>(params.Int("gpu"));
+       options.memory = static_cast<MemoryMode>(params.Choice("memory"));
+       options.run_ahead = static_cast<int>(params.Int("run_ahead"));
+       options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
+       options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
+       absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
+           CudaBackend::Create(device, capacity_frames, options);
+       if (!backend.ok()) return backend.status();
+       return std::unique_ptr<Backend>(std::move(*backend));
+     }});
 
 }  // namespace umlab::cuda

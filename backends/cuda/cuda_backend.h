@@ -1,40 +1,64 @@
 // The cuda backend: the same engine and policies on a real GPU, through the
 // UVM driver.
 //
-// The program's segments are CUDA managed memory; each program kernel runs
-// as a real kernel that touches its pages in order and computes for about
-// its compute time. The driver services the faults itself; CUPTI reports
-// them (late, and in groups) and the engine answers as it does on the other
-// backends: it keeps residency within --capacity by evicting (prefetch to
-// the host), prefetches what the policy asks for, and discards what the
-// policy invalidates. All of it goes on a dedicated stream that overlaps
-// the kernels. Time, faults and traffic in the results are the real ones.
+// The whole program is laid out before the timed run (replay_plan.h): its
+// managed memory exists, every kernel's page list is in device memory, and
+// then the kernels are launched back to back on one stream, with a bounded
+// run-ahead as a framework's launch queue has and no host synchronisation
+// between them. Each kernel stamps its begin and end from the GPU into
+// host-mapped memory (replay_kernel.h).
+//
+// Two threads share the work. The launch thread (the caller's) only
+// launches. The engine thread delivers each kernel's begin and end to the
+// engine at the instants the GPU reports them, reads CUPTI's fault and
+// transfer records, and issues what the engine and the policy decide
+// (prefetches, evictions, discards) on a stream of their own: the engine
+// never blocks the launch queue.
+//
+// Two ways to run out of memory (CudaOptions::memory):
+// - driver (real oversubscription): a cudaMalloc balloon leaves exactly the
+//   capacity free, the driver evicts with its own policy when it runs out,
+//   and the engine hears of those evictions from CUPTI's device-to-host
+//   records; the policy still prefetches, pre-evicts and invalidates.
+// - engine (budget): the GPU keeps its memory and the engine evicts to keep
+//   residency within the capacity, as on the other backends.
 #ifndef UMLAB_BACKENDS_CUDA_CUDA_BACKEND_H_
 #define UMLAB_BACKENDS_CUDA_CUDA_BACKEND_H_
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
-#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cupti_fault_stream.h"
+#include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/managed_segments.h"
+#include "backends/cuda/replay_kernel.h"
+#include "backends/cuda/replay_plan.h"
+#include "backends/cuda/transfer_issuer.h"
 #include "core/backend.h"
+#include "core/device_config.h"
 #include "core/engine.h"
-#include "emu/device_presets.h"
 #include "emu/fault_buffer.h"
 
 namespace umlab::cuda {
 
+// In the order of the backend's `memory` choices.
+enum class MemoryMode { kDriver, kEngine };
+
 struct CudaOptions {
-  int gpu = 0;                 // CUDA device ordinal
-  Nanos poll_interval_ns = 20000;  // how often the host looks for fault records
-  // A CUPTI flush costs about 2 ms on an H200: every 2 ms made a run 20x
-  // slower than every 20 ms. Full buffers arrive without one anyway.
-  Nanos flush_interval_ns = 20000000;  // how often CUPTI is asked to hand over records
+  int gpu = 0;                     // CUDA device ordinal
+  MemoryMode memory = MemoryMode::kDriver;
+  int run_ahead = 256;             // kernels launched ahead of the GPU
+  Nanos poll_interval_ns = 20000;  // how often the engine thread looks for news
+  // Pause between CUPTI flushes, which a thread of their own makes (each
+  // costs about 2 ms on an H200: from the polling loop, flushing every 2 ms
+  // made a run 20x slower).
+  Nanos flush_interval_ns = 1000000;
 };
 
 class CudaBackend final : public Backend {
@@ -60,62 +84,71 @@ class CudaBackend final : public Backend {
   Nanos Now() const override;
 
  private:
-  struct PendingTransfer {
-    TransferId id;
-    cudaEvent_t done;
-  };
-  struct AccessRange {
-    uint64_t address;
-    uint64_t size;
-    bool write;
-  };
-
   CudaBackend(const DeviceConfig& device, uint64_t capacity_frames, const CudaOptions& options,
-              int sm_count, uint64_t memory_limit);
+              uint64_t gpu_free_bytes);
   absl::Status Initialise();
-  absl::Status ExecuteKernel(const Event& begin, const Event& end);
-  absl::Status UploadPages(uint64_t count);
-  // Gathers fault records, lets the engine service them, and hands finished
-  // transfers back to it.
+  // Managed memory, page lists, counters and progress stamps for `plan_`,
+  // then the balloon: everything the timed run needs, allocated before it.
+  absl::Status Prepare();
+  // The launch thread's loop.
+  void LaunchAll();
+  // The engine thread's loop: progress, faults, completions, until the last
+  // kernel has ended.
+  void ServeEngine();
+  // Delivers the program events [first, first + count) of the plan, which
+  // come before kernel `next_kernel` (the kernel count after the last).
+  void DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel);
+  // Gathers CUPTI records, lets the engine service faults, and hands
+  // finished transfers back to it.
   absl::Status Poll(bool flush);
   void DeliverCompletions();
-  void Fence(TransferId id);
-  // Issues one range call per run of pages; `to_device` or to the host.
-  void PrefetchRuns(BlockNumber block, const PageMask& pages, bool to_device);
-  void DiscardRuns(BlockNumber block, const PageMask& pages);
+  // The managed memory behind `pages` of `block`, one span per run.
+  std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
   size_t IterationOf(uint64_t cupti_timestamp) const;
   void FillStatistics();
+  // Records the first error of either thread and stops both.
+  void Fail(absl::Status status);
+  bool stopping() const;
+  // On SIGINT, fails the run (both threads stop) and returns true.
+  bool StopIfInterrupted();
 
   DeviceConfig device_;
   CudaOptions options_;
   uint64_t capacity_frames_;
-  int sm_count_;
+  uint64_t gpu_free_bytes_;  // free when the backend was created
+  ReplayPlan plan_;
   ManagedSegments segments_;
+  std::unique_ptr<GpuBalloon> balloon_;
   std::unique_ptr<CuptiFaultStream> cupti_;
   FaultBuffer faults_;
   Engine* engine_ = nullptr;
   uint32_t current_exec_id_ = 0;
   TransferListener* listener_ = nullptr;
   EventSink* recorder_ = nullptr;
+
+  // Set once by either thread; read by both.
+  std::atomic<bool> stop_{false};
+  std::mutex error_mutex_;
   absl::Status error_;
 
   cudaStream_t compute_stream_ = nullptr;
   cudaStream_t migration_stream_ = nullptr;
-  std::deque<PendingTransfer> pending_;
+  std::unique_ptr<TransferIssuer> issuer_;  // lives for one run
   std::vector<TransferId> completed_now_;
-  std::vector<cudaEvent_t> spare_events_;
+  std::vector<TransferId> finished_;
 
-  std::vector<AccessRange> ranges_;
-  std::vector<uint64_t> host_pages_;
-  uint64_t* pinned_pages_ = nullptr;
-  uint64_t* device_pages_ = nullptr;
-  uint64_t page_buffer_entries_ = 0;
+  // Device memory: every kernel's ranges, and its counters (zeroed).
+  DeviceRange* device_ranges_ = nullptr;
+  KernelCounters* counters_ = nullptr;
+  // Host-mapped: what the GPU stamps as kernels begin and end.
+  KernelProgress* progress_ = nullptr;
 
   std::chrono::steady_clock::time_point start_;
-  Nanos last_flush_ns_ = 0;
-  Nanos end_of_last_kernel_ns_ = 0;
+  std::atomic<bool> flusher_done_{false};
   uint64_t cupti_start_ = 0;
+  uint64_t cupti_minus_gpu_ns_ = 0;         // CUPTI's clock minus the GPU's
   std::vector<uint64_t> iteration_starts_;  // CUPTI timestamps
+  std::vector<uint64_t> iteration_first_kernel_;  // per iteration marker
   std::vector<UnifiedMemoryRecord> records_;
 
   // Measured, binned per iteration (index 0 = before the first iteration).

@@ -1,7 +1,9 @@
 // umlab_cuda_calibrate: measures what the sim's device preset needs on the
 // GPU at hand and prints it as JSON: prefetch (migration) bandwidth and
-// per-call cost in each direction, and demand-paging throughput and
-// per-fault latency. docs/devices.md says how the h200 preset uses them.
+// per-call cost in each direction, demand-paging throughput, per-fault
+// latency, the gap between back-to-back kernels, and what one resident
+// access costs the replay kernel. docs/devices.md says how the h200 preset
+// uses them.
 //
 // It allocates at most 1 GiB of managed memory, and never more than half
 // of what the GPU has free.
@@ -11,9 +13,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
-#include "backends/cuda/touch_kernel.h"
+#include "backends/cuda/gpu_balloon.h"
+#include "backends/cuda/replay_kernel.h"
 
 namespace {
 
@@ -40,6 +45,50 @@ double TimePrefetch(char* base, size_t total, size_t chunk, cudaMemLocation loca
   }
   cudaStreamSynchronize(stream);
   return Seconds(start);
+}
+
+using umlab::cuda::DeviceRange;
+using umlab::cuda::KernelCounters;
+using umlab::cuda::KernelProgress;
+
+// Runs one replay kernel per entry of `accesses` (its access count), back to
+// back with no compute, splitting `ranges` evenly among them, and returns
+// their progress stamps.
+std::vector<KernelProgress> Replay(const std::vector<DeviceRange>& ranges,
+                                   const std::vector<uint64_t>& accesses, unsigned workers,
+                                   unsigned warps_per_block, cudaStream_t stream) {
+  const size_t kernels = accesses.size();
+  DeviceRange* device_ranges = nullptr;
+  KernelCounters* counters = nullptr;
+  KernelProgress* progress = nullptr;
+  cudaMalloc(reinterpret_cast<void**>(&device_ranges),
+             std::max<size_t>(1, ranges.size()) * sizeof(DeviceRange));
+  cudaMemcpy(device_ranges, ranges.data(), ranges.size() * sizeof(DeviceRange),
+             cudaMemcpyHostToDevice);
+  cudaMalloc(reinterpret_cast<void**>(&counters), kernels * sizeof(KernelCounters));
+  cudaMemset(counters, 0, kernels * sizeof(KernelCounters));
+  cudaHostAlloc(reinterpret_cast<void**>(&progress), kernels * sizeof(KernelProgress),
+                cudaHostAllocMapped);
+  std::memset(progress, 0, kernels * sizeof(KernelProgress));
+  cudaDeviceSynchronize();
+  size_t first_range = 0;
+  for (size_t k = 0; k < kernels; ++k) {
+    umlab::cuda::ReplayKernelArgs args;
+    args.ranges = device_ranges + first_range;
+    args.range_count = accesses[k] == 0 ? 0 : ranges.size() / kernels;
+    args.accesses = accesses[k];
+    args.workers = workers;
+    args.counters = counters + k;
+    args.progress = progress + k;
+    umlab::cuda::LaunchReplayKernel(args, warps_per_block, stream);
+    first_range += args.range_count;
+  }
+  cudaStreamSynchronize(stream);
+  std::vector<KernelProgress> stamps(progress, progress + kernels);
+  cudaFreeHost(progress);
+  cudaFree(counters);
+  cudaFree(device_ranges);
+  return stamps;
 }
 
 }  // namespace
@@ -83,33 +132,80 @@ int main() {
   // kernel, all SMs at once.
   std::memset(base, 2, region);
   const size_t pages = region / 4096;
-  std::vector<uint64_t> list(pages);
-  for (size_t i = 0; i < pages; ++i) list[i] = reinterpret_cast<uint64_t>(base) + i * 4096;
-  uint64_t* device_list = nullptr;
-  cudaMalloc(reinterpret_cast<void**>(&device_list), pages * sizeof(uint64_t));
-  cudaMemcpy(device_list, list.data(), pages * sizeof(uint64_t), cudaMemcpyHostToDevice);
+  const uint64_t address = reinterpret_cast<uint64_t>(base);
   auto start = Clock::now();
-  umlab::cuda::LaunchTouchKernel(device_list, pages, prop.multiProcessorCount, 0, stream);
-  cudaStreamSynchronize(stream);
+  Replay({DeviceRange{address, 0}}, {pages}, prop.multiProcessorCount, 1, stream);
   const double paging = Seconds(start);
+
+  // The same pages again, now resident: what one access costs the replay
+  // kernel with no compute and no fault (its floor per access per SM).
+  // One issuer per SM, then eight (DeviceConfig::warps_per_sm).
+  const std::vector<KernelProgress> resident =
+      Replay({DeviceRange{address, 0}}, {pages}, prop.multiProcessorCount, 1, stream);
+  const double resident_ns = double(resident[0].end_ns - resident[0].begin_ns);
+  const std::vector<KernelProgress> resident_8 =
+      Replay({DeviceRange{address, 0}}, {pages}, prop.multiProcessorCount * 8, 8, stream);
+  const double resident_8_ns = double(resident_8[0].end_ns - resident_8[0].begin_ns);
 
   // Fault latency: one page in each of 256 host-resident 2 MB blocks,
   // touched one after another by a single thread block, so no two faults
   // overlap.
   std::memset(base, 3, region);
   const size_t probes = std::min<size_t>(256, region / (size_t{2} << 20));
-  for (size_t i = 0; i < probes; ++i) list[i] = reinterpret_cast<uint64_t>(base) + i * (size_t{2} << 20);
-  cudaMemcpy(device_list, list.data(), probes * sizeof(uint64_t), cudaMemcpyHostToDevice);
-  start = Clock::now();
-  umlab::cuda::LaunchTouchKernel(device_list, probes, 1, 0, stream);
-  cudaStreamSynchronize(stream);
-  const double serial = Seconds(start);
+  std::vector<DeviceRange> probe_ranges;
+  for (size_t i = 0; i < probes; ++i) {
+    probe_ranges.push_back(DeviceRange{address + i * (size_t{2} << 20), i});
+  }
+  // One range per probe, all in one kernel: ranges are looked up by their
+  // first access, so one page each.
+  const std::vector<KernelProgress> serial = Replay(probe_ranges, {probes}, 1, 1, stream);
+  const double serial_ns = double(serial[0].end_ns - serial[0].begin_ns);
+
+  // Launch overhead: 1000 empty kernels back to back; the gap between one
+  // kernel's end and the next one's begin, on the GPU's clock.
+  const std::vector<KernelProgress> empty =
+      Replay({}, std::vector<uint64_t>(1000, 0), 1, 1, stream);
+  double gaps = 0;
+  for (size_t k = 1; k < empty.size(); ++k) gaps += double(empty[k].begin_ns - empty[k - 1].end_ns);
+
   std::printf(" \"demand_paging\":{\"bytes\":%zu,\"seconds\":%.6f,\"gbps\":%.3f},\n", region,
               paging, region / paging / 1e9);
-  std::printf(" \"serial_fault\":{\"faults\":%zu,\"us_per_fault\":%.2f}}\n", probes,
-              serial * 1e6 / probes);
+  std::printf(" \"resident_access\":{\"accesses\":%zu,\"sms\":%d,\"ns_per_access_per_sm\":%.1f,"
+              "\"ns_per_access_per_sm_8_warps\":%.1f},\n",
+              pages, prop.multiProcessorCount,
+              resident_ns * prop.multiProcessorCount / double(pages),
+              resident_8_ns * prop.multiProcessorCount / double(pages));
+  std::printf(" \"serial_fault\":{\"faults\":%zu,\"us_per_fault\":%.2f},\n", probes,
+              serial_ns / 1e3 / double(probes));
+  std::printf(" \"launch_gap\":{\"kernels\":%zu,\"us_per_gap\":%.2f},\n", empty.size(),
+              gaps / 1e3 / double(empty.size() - 1));
+
+  // Under real oversubscription: a balloon leaves half the region free, the
+  // first half fills it, and then every page of the second half is touched
+  // by all SMs (each block's arrival needs an eviction), and the first half
+  // is prefetched back in 2 MiB calls (each one evicting too).
+  TimePrefetch(base, region, region, host, stream);
+  const size_t half = region / 2;
+  const size_t half_blocks = half / (size_t{2} << 20);
+  double evicting_paging = 0, evicting_prefetch = 0;
+  {
+    absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
+        umlab::cuda::GpuBalloon::Inflate(half);
+    if (!balloon.ok()) {
+      std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(balloon.status().message()).c_str());
+      return 1;
+    }
+    Replay({DeviceRange{address, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
+    const std::vector<KernelProgress> second =
+        Replay({DeviceRange{address + half, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
+    evicting_paging = double(second[0].end_ns - second[0].begin_ns);
+    evicting_prefetch = TimePrefetch(base, half, size_t{2} << 20, gpu, stream);
+  }
+  std::printf(" \"evicting_paging\":{\"bytes\":%zu,\"gbps\":%.3f,\"us_per_block\":%.1f},\n", half,
+              double(half) / evicting_paging, evicting_paging / 1e3 / double(half_blocks));
+  std::printf(" \"evicting_prefetch\":{\"bytes\":%zu,\"gbps\":%.3f,\"us_per_block\":%.1f}}\n", half,
+              double(half) / evicting_prefetch / 1e9, evicting_prefetch * 1e6 / double(half_blocks));
   const bool ok = Ok(cudaGetLastError(), "calibration");
-  cudaFree(device_list);
   cudaFree(base);
   cudaStreamDestroy(stream);
   return ok ? 0 : 1;

@@ -15,12 +15,6 @@ ManagedSegments::~ManagedSegments() {
 
 absl::Status ManagedSegments::Reserve(uint64_t program_address, uint64_t size) {
   if (size == 0) return absl::OkStatus();
-  if (reserved_bytes_ + size > limit_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the program needs more than %s of managed memory, but only %s of the GPU is free; "
-        "use a smaller workload (oversubscription comes from --capacity, not from the GPU)",
-        FormatBytes(reserved_bytes_ + size), FormatBytes(limit_bytes_)));
-  }
   void* pointer = nullptr;
   const cudaError_t error = cudaMallocManaged(&pointer, size, cudaMemAttachGlobal);
   if (error != cudaSuccess) {
@@ -31,19 +25,6 @@ absl::Status ManagedSegments::Reserve(uint64_t program_address, uint64_t size) {
   by_program_[program_address] = Segment{program_address, device, size};
   by_device_[device] = program_address;
   reserved_bytes_ += size;
-  return absl::OkStatus();
-}
-
-absl::Status ManagedSegments::Release(uint64_t program_address) {
-  auto it = by_program_.find(program_address);
-  if (it == by_program_.end()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the program frees segment %#x, which it never reserved", program_address));
-  }
-  cudaFree(reinterpret_cast<void*>(it->second.device_start));
-  by_device_.erase(it->second.device_start);
-  reserved_bytes_ -= it->second.size;
-  by_program_.erase(it);
   return absl::OkStatus();
 }
 
@@ -60,12 +41,6 @@ uint64_t ManagedSegments::ToDevice(uint64_t program_address) const {
   const Segment* segment = FindByProgram(program_address);
   if (segment == nullptr) return 0;
   return segment->device_start + (program_address - segment->program_start);
-}
-
-uint64_t ManagedSegments::BytesToEnd(uint64_t program_address) const {
-  const Segment* segment = FindByProgram(program_address);
-  if (segment == nullptr) return 0;
-  return segment->program_start + segment->size - program_address;
 }
 
 std::optional<uint64_t> ManagedSegments::ToProgram(uint64_t device_address) const {

@@ -1,10 +1,9 @@
 // The program's device segments, backed by CUDA managed memory.
 //
-// Each segment the program reserves (kAlloc) becomes one cudaMallocManaged
-// allocation; addresses translate both ways between the program's address
-// space and the managed pointers. The total never exceeds the GPU's free
-// memory at start: oversubscription is emulated by the engine's capacity
-// budget, never by asking the driver for more than the GPU has.
+// Each range of the program's address space the backend backs (the merged
+// segments of a replay plan) becomes one cudaMallocManaged allocation;
+// addresses translate both ways between the program's address space and the
+// managed pointers. How much may be reserved is the backend's decision.
 #ifndef UMLAB_BACKENDS_CUDA_MANAGED_SEGMENTS_H_
 #define UMLAB_BACKENDS_CUDA_MANAGED_SEGMENTS_H_
 
@@ -18,22 +17,17 @@ namespace umlab::cuda {
 
 class ManagedSegments {
  public:
-  // `limit_bytes`: the most managed memory all live segments may hold.
-  explicit ManagedSegments(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}
+  ManagedSegments() = default;
   ~ManagedSegments();
   ManagedSegments(const ManagedSegments&) = delete;
   ManagedSegments& operator=(const ManagedSegments&) = delete;
 
   absl::Status Reserve(uint64_t program_address, uint64_t size);
-  absl::Status Release(uint64_t program_address);
 
   // The managed pointer behind a program address; 0 if none.
   uint64_t ToDevice(uint64_t program_address) const;
   // The program address behind a managed pointer.
   std::optional<uint64_t> ToProgram(uint64_t device_address) const;
-  // Bytes left in the segment that holds `program_address` from there on.
-  uint64_t BytesToEnd(uint64_t program_address) const;
-
   uint64_t reserved_bytes() const { return reserved_bytes_; }
 
  private:
@@ -44,7 +38,6 @@ class ManagedSegments {
   };
   const Segment* FindByProgram(uint64_t program_address) const;
 
-  uint64_t limit_bytes_;
   uint64_t reserved_bytes_ = 0;
   std::map<uint64_t, Segment> by_program_;    // keyed by program_start
   std::map<uint64_t, uint64_t> by_device_;    // device_start -> program_start

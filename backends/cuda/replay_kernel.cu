@@ -1,0 +1,81 @@
+#include "backends/cuda/replay_kernel.h"
+
+namespace umlab::cuda {
+namespace {
+
+// An access slower than this stalled (a far fault takes tens of
+// microseconds); a resident one takes well under it even when all SMs
+// contend for the cursor.
+constexpr uint64_t kStallNs = 5000;
+
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t time;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(time));
+  return time;
+}
+
+// Spins until `target`. The loop condition uses `dependency`, the value the
+// access returned, so the warp cannot pass it before the access completes;
+// the timer read after the loop is then taken after the access.
+__device__ __forceinline__ uint64_t SpinUntil(uint64_t target, uint32_t dependency) {
+  uint64_t now = GlobalTimerNs();
+  while (now + dependency < target) now = GlobalTimerNs();
+  return GlobalTimerNs();
+}
+
+__global__ void ReplayProgramKernel(ReplayKernelArgs args, uint32_t zero) {
+  // Lane 0 of each warp is an issuer: an issuer's accesses are in program
+  // order, as in the sim.
+  if (threadIdx.x % 32 != 0) return;
+  const unsigned worker = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (worker >= args.workers) return;
+  if (atomicAdd(&args.counters->started, 1u) == 0) {
+    args.progress->begin_ns = GlobalTimerNs();
+    __threadfence_system();
+  }
+  uint64_t scheduled = GlobalTimerNs();
+  if (args.accesses == 0) {
+    SpinUntil(scheduled + args.compute_ns, 0);
+  } else {
+    uint64_t range = 0;
+    for (;;) {
+      const uint64_t i = atomicAdd(&args.counters->cursor, 1ull);
+      if (i >= args.accesses) break;
+      // Each block's indices only grow, so its range cursor only moves on.
+      while (range + 1 < args.range_count && args.ranges[range + 1].first_access <= i) ++range;
+      const DeviceRange entry = args.ranges[range];
+      const uint64_t address =
+          (entry.address_and_write & ~uint64_t{1}) + (i - entry.first_access) * 4096;
+      uint32_t value;
+      if (entry.address_and_write & 1) {
+        value = atomicAdd(reinterpret_cast<unsigned int*>(address), 1u);
+      } else {
+        value = *reinterpret_cast<volatile uint32_t*>(address);
+      }
+      // `zero` is 0 at run time but unknown to the compiler: the spin
+      // depends on the value without changing the target.
+      const uint64_t target = scheduled + args.per_access_ns;
+      const uint64_t done = SpinUntil(target, value & zero);
+      scheduled = done > target + kStallNs ? done : target;
+    }
+  }
+  __threadfence();
+  if (atomicAdd(&args.counters->finished, 1u) == args.workers - 1) {
+    args.progress->end_ns = GlobalTimerNs();
+    __threadfence_system();
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchReplayKernel(const ReplayKernelArgs& args, unsigned warps_per_block,
+                               cudaStream_t stream) {
+  ReplayKernelArgs launched = args;
+  if (launched.accesses == 0 || launched.workers == 0) launched.workers = 1;
+  if (warps_per_block == 0) warps_per_block = 1;
+  const unsigned blocks = (launched.workers + warps_per_block - 1) / warps_per_block;
+  ReplayProgramKernel<<<blocks, 32 * warps_per_block, 0, stream>>>(launched, 0u);
+  return cudaGetLastError();
+}
+
+}  // namespace umlab::cuda

@@ -1,0 +1,79 @@
+// Issues the engine's data movement to the UVM driver from a thread of its
+// own, in submission order, on one stream.
+//
+// cudaMemPrefetchAsync is asynchronous only in name: the driver can hold
+// the calling thread for much of the migration (measured: the engine thread
+// of an earlier design stopped hearing of kernels for tens of
+// milliseconds). The engine thread only queues commands here and collects
+// the finished ones, so it keeps up with the GPU's kernel stamps.
+#ifndef UMLAB_BACKENDS_CUDA_TRANSFER_ISSUER_H_
+#define UMLAB_BACKENDS_CUDA_TRANSFER_ISSUER_H_
+
+#include <cuda_runtime_api.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/transfer.h"
+
+namespace umlab::cuda {
+
+class TransferIssuer {
+ public:
+  // A range of managed memory, by its device pointer.
+  struct Span {
+    uint64_t address;
+    uint64_t bytes;
+  };
+  struct Command {
+    TransferId id = 0;         // 0: nobody waits for it (a plain discard)
+    std::vector<Span> discard;   // dropped without write-back, first
+    std::vector<Span> prefetch;  // then moved to `to_device` or to the host
+    bool to_device = true;
+  };
+
+  TransferIssuer(int gpu, cudaStream_t stream);
+  // Issues what is queued, waits for it on the GPU, and joins the thread.
+  ~TransferIssuer();
+  TransferIssuer(const TransferIssuer&) = delete;
+  TransferIssuer& operator=(const TransferIssuer&) = delete;
+
+  void Submit(Command command);
+  // Appends the ids of transfers whose calls have all finished on the GPU,
+  // in submission order.
+  void CollectFinished(std::vector<TransferId>& out);
+  // Blocks until everything submitted so far has been issued and finished.
+  void Drain();
+  // The first failed call's error; OK otherwise.
+  absl::Status status() const;
+
+ private:
+  struct Issued {
+    TransferId id;
+    cudaEvent_t done;
+  };
+  void Work();
+  void Issue(const Command& command);
+
+  const int gpu_;
+  const cudaStream_t stream_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<Command> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::deque<Issued> issued_;
+  std::vector<cudaEvent_t> spare_events_;
+  absl::Status status_;
+  std::thread worker_;
+};
+
+}  // namespace umlab::cuda
+
+#endif  // UMLAB_BACKENDS_CUDA_TRANSFER_ISSUER_H_

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The fidelity matrix: every case on the real GPU (cuda backend) and on the
+# sim with the same device preset, side by side. Runs on the GPU machine as
+# one command; bench/fidelity_table.py turns OUT_DIR into the table of
+# docs/fidelity.md.
+#   bench/fidelity.sh BIN_DIR OUT_DIR [MODES] [CAPACITIES] [POLICIES]
+# BIN_DIR is what scripts/package-device.sh made (.device). MODES are the
+# cuda backend's memory modes (default "driver engine"), CAPACITIES default
+# "0.75 0.5", POLICIES default demand,uvm-default,deepum. UMLAB_FIDELITY_WORKLOADS
+# overrides the workloads (NAME or NAME:ARGS, space-separated).
+set -uo pipefail
+bin=$1
+out=$2
+modes=${3:-driver engine}
+capacities=${4:-0.75 0.5}
+policies=${5:-demand,uvm-default,deepum}
+workloads=${UMLAB_FIDELITY_WORKLOADS:-mlp gpt2-small:batch=1 bert-base:batch=8 \
+resnet50:batch=32 vit-b:batch=16 mobilenet:batch=64}
+export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
+mkdir -p "$out"
+log="$out/fidelity.log"
+umlab="$bin/umlab"
+
+run() {  # file, args...
+  local file=$1
+  shift
+  local start=$(date +%s%N)
+  "$umlab" compare "$@" --device=h200 --policies="$policies" --format=json \
+    > "$out/$file.json" 2>> "$log"
+  local code=$?
+  echo "$file: exit $code in $(( ($(date +%s%N) - start) / 1000000 )) ms: umlab compare $*" | tee -a "$log"
+}
+
+for workload in $workloads; do
+  name=${workload%%:*}
+  args=()
+  [ "$name" != "$workload" ] && args=(--workload-arg "${workload#*:}")
+  for capacity in $capacities; do
+    run "sim_${name}_${capacity}" --backend=sim --workload="$name" "${args[@]}" --capacity="$capacity"
+    for mode in $modes; do
+      run "cuda-${mode}_${name}_${capacity}" --backend="cuda:memory=$mode" --workload="$name" \
+        "${args[@]}" --capacity="$capacity"
+    done
+  done
+done

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/commands.h"
+#include "tests/temp_path.h"
 
 namespace umlab::cli {
 namespace {
@@ -39,7 +40,7 @@ std::vector<std::string> With(std::vector<std::string> args) {
 }
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
+  return umlab::testing::PrivateTempPath(name);
 }
 
 bool IsOneLine(const std::string& text) {

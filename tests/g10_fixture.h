@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "workloads/g10/g10_graph.h"
+#include "tests/temp_path.h"
 
 namespace umlab::g10_test {
 
@@ -42,8 +43,8 @@ inline std::string ReadAll(const std::string& path) {
 // parallel, and the transformer and CNN suites share test names.
 inline std::string CopyFixture(const std::string& name) {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/g10_", test->test_suite_name(),
-                                       "_", test->name(), "_", name);
+  const std::string dir = umlab::testing::PrivateTempPath(
+      absl::StrCat("g10_", test->test_suite_name(), "_", test->name(), "_", name));
   std::filesystem::remove_all(dir);
   std::filesystem::copy(FixtureDir(), dir, std::filesystem::copy_options::recursive);
   return dir;
@@ -141,7 +142,7 @@ inline void ExpectRunsOnTheSim(const std::string& model, int shipped_batch, int 
 // the import's summary line contains `summary`.
 inline void ExpectImportThenReplay(const std::string& model, int shipped_batch,
                                    const std::string& summary) {
-  const std::string trace = ::testing::TempDir() + "/g10_" + model + ".umt";
+  const std::string trace = umlab::testing::PrivateTempPath("g10_" + model + ".umt");
   std::ostringstream out, err;
   ASSERT_EQ(cli::Main({"import-g10", "--model=" + model, "--batch=8",
                        "--dir=" + SmallBatchDir(model, shipped_batch, 8), "--iterations=1",

@@ -14,6 +14,7 @@
 #include "cli/report.h"
 #include "cli/text_table.h"
 #include "nlohmann/json.hpp"
+#include "tests/temp_path.h"
 
 namespace umlab::cli {
 namespace {
@@ -120,7 +121,7 @@ TEST(OutputFormatTest, EachCommandAcceptsOnlyTheFormatsItsReportHas) {
 }
 
 TEST(OutputFormatTest, InspectJsonEscapesThePath) {
-  const std::string trace = ::testing::TempDir() + "/odd \"name\".umt";
+  const std::string trace = umlab::testing::PrivateTempPath("odd \"name\".umt");
   std::vector<std::string> record = {"record", "--output=" + trace};
   record.insert(record.end(), kSmall.begin(), kSmall.end());
   ASSERT_EQ(Umlab(record).code, kExitOk);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/commands.h"
+#include "tests/temp_path.h"
 
 namespace umlab::cli {
 namespace {
@@ -21,7 +22,7 @@ using ::testing::HasSubstr;
 constexpr char kSmallMlp[] = R"("workload": "mlp", "workload_args": ["layers=4,iterations=3"])";
 
 std::string TempPath(const std::string& name) {
-  return std::string(::testing::TempDir()) + "/" + name;
+  return umlab::testing::PrivateTempPath(name);
 }
 
 void WriteFile(const std::string& path, const std::string& text) {

@@ -15,6 +15,7 @@
 #include "tests/program_builder.h"
 #include "tests/sim_harness.h"
 #include "tests/uffd_harness.h"
+#include "tests/temp_path.h"
 
 namespace umlab::testing {
 namespace {
@@ -191,7 +192,7 @@ TEST(UffdCli, VerifyAndDilationAreUffdOptions) {
 }
 
 TEST(UffdCli, RecordOnUffdReplaysOnSim) {
-  const std::string path = ::testing::TempDir() + "/uffd_record.umt";
+  const std::string path = umlab::testing::PrivateTempPath("uffd_record.umt");
   const std::vector<std::string> workload = {"--workload=mlp", "--workload-arg",
                                              "layers=2,hidden=512,batch=256,iterations=2"};
   std::vector<std::string> record = {"record", "--backend=uffd", "--dilation=1", "--verify",

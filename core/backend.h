@@ -60,6 +60,20 @@ class Backend {
     return absl::OkStatus();
   }
 
+  // Whether the device makes room by itself for a block that arrives by a
+  // migration of this kind (kFaultMigration or kPrefetch), as the UVM driver
+  // does under real oversubscription: it has evicted a victim of its own
+  // choosing by the time the block arrives. The engine then records the
+  // block as resident without choosing a victim (it would evict a second
+  // block for one arrival) and releases the device's victim when the backend
+  // reports it (Engine::OnDeviceEvicted). Until then residency may run past
+  // the capacity by the reports still on their way. Pre-evictions stay the
+  // policy's.
+  virtual bool MakesRoomFor(TransferKind /*arrival*/) const { return false; }
+  bool MakesRoomForAnything() const {
+    return MakesRoomFor(TransferKind::kFaultMigration) || MakesRoomFor(TransferKind::kPrefetch);
+  }
+
   // The engine registers itself before the run starts.
   virtual void SetListener(TransferListener* listener) = 0;
 

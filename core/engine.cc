@@ -305,7 +305,10 @@ std::optional<TransferId> Engine::ObtainFrame(BlockState& block, VictimReason re
     after = block.last_eviction;
   }
   if (block.has_frame) return after;
-  if (!unlimited_ && memory_.free_frames() == 0) {
+  const bool device_made_room =
+      (reason == VictimReason::kFault && backend_.MakesRoomFor(TransferKind::kFaultMigration)) ||
+      (reason == VictimReason::kPrefetch && backend_.MakesRoomFor(TransferKind::kPrefetch));
+  if (!unlimited_ && memory_.free_frames() == 0 && !device_made_room) {
     std::optional<BlockNumber> victim =
         policy_.ChooseVictim(VictimQuery{reason, block.number});
     BlockState* state = victim.has_value() ? memory_.FindMutable(*victim) : nullptr;
@@ -523,7 +526,7 @@ absl::Status Engine::CheckInvariants() const {
     return absl::InternalError(absl::StrFormat("frame count %d, but %d blocks hold frames",
                                                memory_.used_frames(), frames));
   }
-  if (!unlimited_ && frames > memory_.capacity_frames()) {
+  if (!unlimited_ && !backend_.MakesRoomForAnything() && frames > memory_.capacity_frames()) {
     return absl::InternalError(absl::StrFormat(
         "resident frames %d exceed the capacity of %d", frames, memory_.capacity_frames()));
   }

@@ -63,6 +63,10 @@ struct RunStats {
   uint64_t budget_overshoot_mean_bytes = 0;
   uint64_t fault_records = 0;       // profiler records the faults came in (cuda)
   uint64_t dropped_records = 0;     // profiler records lost under load (cuda)
+  // The driver's own heuristics (cuda): regions it found thrashing, and the
+  // time it held faults back on them (summed over its throttling records).
+  uint64_t thrashing_detections = 0;
+  Nanos throttled_ns = 0;
   // Time.
   Nanos time_ns = 0;        // run time (virtual on sim, wall on real backends)
   Nanos stall_ns = 0;       // SM time spent stalled on faults, averaged over SMs

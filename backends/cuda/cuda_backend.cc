@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -83,6 +84,17 @@ CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
       start_(std::chrono::steady_clock::now()) {}
 
 absl::Status CudaBackend::Initialise() {
+  if (!options_.record_log.empty()) {
+    record_log_.reset(std::fopen(options_.record_log.c_str(), "w"));
+    if (record_log_ == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "backend cuda: cannot write records=%s (%s); give a writable path",
+          options_.record_log, std::strerror(errno)));
+    }
+    // Times in ns since the run's start on CUPTI's clock; -1 where CUPTI
+    // gives none. program_address is -1 outside the program's memory.
+    std::fputs("kind,cause,address,program_address,value,start_ns,end_ns\n", record_log_.get());
+  }
   if (absl::Status s = CudaCheck(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking),
                                  "cudaStreamCreate");
       !s.ok()) {
@@ -409,6 +421,20 @@ void CudaBackend::ServeEngine() {
   engine_->Finish();
 }
 
+void CudaBackend::LogRecord(const UnifiedMemoryRecord& record) {
+  if (record_log_ == nullptr) return;
+  const std::optional<uint64_t> program = segments_.ToProgram(record.address);
+  const auto since_start = [this](uint64_t t) -> int64_t {
+    return t == 0 ? -1 : static_cast<int64_t>(t - cupti_start_);
+  };
+  std::fprintf(record_log_.get(), "%s,%s,0x%llx,%lld,%llu,%lld,%lld\n", KindName(record.kind),
+               CauseName(record.cause), static_cast<unsigned long long>(record.address),
+               program.has_value() ? static_cast<long long>(*program) : -1LL,
+               static_cast<unsigned long long>(record.value),
+               static_cast<long long>(since_start(record.start_ns)),
+               static_cast<long long>(since_start(record.end_ns)));
+}
+
 size_t CudaBackend::IterationOf(uint64_t cupti_timestamp) const {
   // Bin 0 holds what happened before the first iteration marker.
   return static_cast<size_t>(std::upper_bound(iteration_starts_.begin(),
@@ -430,34 +456,54 @@ absl::Status CudaBackend::Poll(bool flush) {
                    });
   std::vector<BlockNumber> faulted;
   absl::flat_hash_set<BlockNumber> seen;
+  auto arrived = [&](BlockNumber block) {
+    if (seen.insert(block).second) faulted.push_back(block);
+  };
   for (const UnifiedMemoryRecord& record : records_) {
+    LogRecord(record);
     Bin& bin = bins_[std::min(IterationOf(record.start_ns), bins_.size() - 1)];
+    const std::optional<uint64_t> address = segments_.ToProgram(record.address);
     switch (record.kind) {
+      case UnifiedMemoryRecord::Kind::kThrashing:
+        ++thrashing_detections_;
+        continue;
+      case UnifiedMemoryRecord::Kind::kThrottling:
+        if (record.end_ns > record.start_ns) throttled_ns_ += record.end_ns - record.start_ns;
+        continue;
       case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
         bin.h2d += record.value;
+        // The driver brought these in by itself (for a fault, or by its
+        // prefetcher around one). A fault record names one address of its
+        // group, so a group that spans blocks is seen only here; the
+        // engine's own prefetches (cause user) it knows of already.
+        if (address.has_value() && record.value > 0 &&
+            record.cause != UnifiedMemoryRecord::Cause::kUser) {
+          const BlockNumber last = BlockOfAddress(*address + record.value - 1);
+          for (BlockNumber block = BlockOfAddress(*address); block <= last; ++block) {
+            const BlockState* state = engine_->memory_state().Find(block);
+            if (state == nullptr || !state->has_frame) arrived(block);
+          }
+        }
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost:
         bin.d2h += record.value;
-        if (options_.memory == MemoryMode::kDriver && record.value > 0) {
-          // Ours or the driver's: the engine tells them apart (its own
-          // evictions have left their frame already).
-          const std::optional<uint64_t> address = segments_.ToProgram(record.address);
-          if (address.has_value()) {
-            const BlockNumber last = BlockOfAddress(*address + record.value - 1);
-            for (BlockNumber block = BlockOfAddress(*address); block <= last; ++block) {
-              engine_->OnDeviceEvicted(block);
-            }
+        // The driver's own evictions; what the engine evicted comes back
+        // with cause user and the engine has let go of it already.
+        if (options_.memory == MemoryMode::kDriver && address.has_value() && record.value > 0 &&
+            record.cause != UnifiedMemoryRecord::Cause::kUser) {
+          const BlockNumber last = BlockOfAddress(*address + record.value - 1);
+          for (BlockNumber block = BlockOfAddress(*address); block <= last; ++block) {
+            engine_->OnDeviceEvicted(block);
           }
         }
         continue;
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
     }
-    const std::optional<uint64_t> address = segments_.ToProgram(record.address);
     if (!address.has_value()) continue;  // not the program's memory
     ++fault_records_;
     bin.faults += record.value;
-    if (seen.insert(BlockOfAddress(*address)).second) faulted.push_back(BlockOfAddress(*address));
+    arrived(BlockOfAddress(*address));
     if (recorder_ != nullptr) {
       Event fault;
       fault.kind = EventKind::kFault;
@@ -575,6 +621,8 @@ void CudaBackend::FillStatistics() {
   // What the kernels lost to memory: neither compute nor launching.
   stats.stall_ns = std::max<Nanos>(0, stats.time_ns - stats.ideal_time_ns - stats.launch_ns);
   stats.fault_records = fault_records_;
+  stats.thrashing_detections = thrashing_detections_;
+  stats.throttled_ns = static_cast<Nanos>(throttled_ns_);
   stats.dropped_records = cupti_->dropped();
   stats.dropped_faults = faults_.dropped();
   uint64_t faults = 0, h2d = 0, d2h = 0;
@@ -622,13 +670,22 @@ UMLAB_REGISTER_BACKEND(
        "evicts)",
        {},
        {"driver", "engine"}},  // MemoryMode's order
+      {"room", ParamType::kString, "all",
+       "memory=driver: what the driver makes room for by itself, evicting its own victim: "
+       "all (faults and the policy's prefetches; the policy's pre-evictions still run) or "
+       "faults (the engine first evicts the policy's victim for a prefetch into a full device)",
+       {},
+       {"all", "faults"}},
       {"run_ahead", ParamType::kInt, "256", "kernels launched ahead of the GPU",
        ParamRange::Closed(1, 1 << 20)},
       {"poll_us", ParamType::kDouble, "20", "how often the engine thread looks for news",
        ParamRange::AtLeast(0)},
       {"flush_us", ParamType::kDouble, "1000",
        "pause between CUPTI flushes (each takes about 2 ms), from a thread of their own",
-       ParamRange::AtLeast(0)}},
+       ParamRange::AtLeast(0)},
+      {"records", ParamType::kString, "",
+       "write every CUPTI unified-memory record (faults, transfers with their cause, the "
+       "driver's thrashing and throttling) to this CSV file"}},
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
        CudaOptions options;
@@ -637,6 +694,8 @@ UMLAB_REGISTER_BACKEND(
        options.run_ahead = static_cast<int>(params.Int("run_ahead"));
        options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
        options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
+       options.record_log = params.String("records");
+       options.driver_room_for_prefetches = params.Choice("room") == 0;  // "all"
        absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
            CudaBackend::Create(device, capacity_frames, options);
        if (!backend.ok()) return backend.status();

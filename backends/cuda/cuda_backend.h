@@ -29,6 +29,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +61,15 @@ struct CudaOptions {
   // costs about 2 ms on an H200: from the polling loop, flushing every 2 ms
   // made a run 20x slower).
   Nanos flush_interval_ns = 1000000;
+  // When set, every CUPTI unified-memory record of the run is written here
+  // as CSV (what the driver did: faults, transfers and their causes,
+  // thrashing, throttling).
+  std::string record_log;
+  // memory=driver: whether the engine lets the driver make room for its
+  // prefetches too (it always does for faults, which it hears of only after
+  // the driver has evicted). Otherwise a prefetch into a full device first
+  // evicts the policy's victim, through a second call to the driver.
+  bool driver_room_for_prefetches = true;
 };
 
 class CudaBackend final : public Backend {
@@ -81,6 +92,12 @@ class CudaBackend final : public Backend {
   PageUse QueryUse(BlockNumber block) const override;
   // The hardware replays faults itself once the driver has serviced them.
   void Replay(ReplayPolicy, BlockNumber, Nanos) override {}
+  // Under memory=driver the UVM driver evicts for the faults it services,
+  // and for the prefetches it is given where `driver_room` says so.
+  bool MakesRoomFor(TransferKind arrival) const override {
+    if (options_.memory != MemoryMode::kDriver) return false;
+    return arrival == TransferKind::kFaultMigration || options_.driver_room_for_prefetches;
+  }
   Nanos Now() const override;
 
  private:
@@ -105,6 +122,7 @@ class CudaBackend final : public Backend {
   // The managed memory behind `pages` of `block`, one span per run.
   std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
   size_t IterationOf(uint64_t cupti_timestamp) const;
+  void LogRecord(const UnifiedMemoryRecord& record);
   void FillStatistics();
   // Records the first error of either thread and stops both.
   void Fail(absl::Status status);
@@ -157,6 +175,9 @@ class CudaBackend final : public Backend {
   };
   std::vector<Bin> bins_;
   uint64_t fault_records_ = 0;
+  uint64_t thrashing_detections_ = 0;
+  uint64_t throttled_ns_ = 0;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> record_log_{nullptr, &std::fclose};
   uint64_t overshoot_max_frames_ = 0;
   uint64_t overshoot_sum_frames_ = 0;
   uint64_t overshoot_samples_ = 0;

@@ -47,12 +47,25 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
       case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
         out.kind = UnifiedMemoryRecord::Kind::kBytesDeviceToHost;
         break;
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING:
+        out.kind = UnifiedMemoryRecord::Kind::kThrashing;
+        break;
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING:
+        out.kind = UnifiedMemoryRecord::Kind::kThrottling;
+        break;
       default:
         continue;
     }
     out.address = um->address;
     out.value = um->value;
     out.start_ns = um->start;
+    const bool transfer = out.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
+                          out.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost;
+    if (transfer && um->flags <= CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_ACCESS_COUNTERS) {
+      out.cause = static_cast<UnifiedMemoryRecord::Cause>(um->flags);
+    }
+    // CUPTI leaves `end` undefined for thrashing records.
+    out.end_ns = out.kind == UnifiedMemoryRecord::Kind::kThrashing ? 0 : um->end;
     batch.push_back(out);
   }
   size_t dropped = 0;
@@ -75,6 +88,29 @@ absl::Status Check(CUptiResult result, const char* what) {
 
 }  // namespace
 
+const char* KindName(UnifiedMemoryRecord::Kind kind) {
+  switch (kind) {
+    case UnifiedMemoryRecord::Kind::kGpuPageFault: return "fault";
+    case UnifiedMemoryRecord::Kind::kBytesHostToDevice: return "h2d";
+    case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: return "d2h";
+    case UnifiedMemoryRecord::Kind::kThrashing: return "thrashing";
+    case UnifiedMemoryRecord::Kind::kThrottling: return "throttling";
+  }
+  return "unknown";
+}
+
+const char* CauseName(UnifiedMemoryRecord::Cause cause) {
+  switch (cause) {
+    case UnifiedMemoryRecord::Cause::kUnknown: return "";
+    case UnifiedMemoryRecord::Cause::kUser: return "user";
+    case UnifiedMemoryRecord::Cause::kCoherence: return "coherence";
+    case UnifiedMemoryRecord::Cause::kPrefetch: return "prefetch";
+    case UnifiedMemoryRecord::Cause::kEviction: return "eviction";
+    case UnifiedMemoryRecord::Cause::kAccessCounters: return "access_counters";
+  }
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int device) {
   if (active.exchange(true)) {
     return absl::FailedPreconditionError("only one CUPTI fault stream may run at a time");
@@ -84,12 +120,18 @@ absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int de
     records = new std::vector<UnifiedMemoryRecord>();
   }
   dropped_records = 0;
-  CUpti_ActivityUnifiedMemoryCounterConfig config[3] = {};
-  const CUpti_ActivityUnifiedMemoryCounterKind kinds[3] = {
+  // The first three are what the backend needs; thrashing and throttling
+  // tell what the driver's own heuristics did, and are left out where the
+  // driver cannot report them.
+  constexpr int kNeeded = 3, kAll = 5;
+  CUpti_ActivityUnifiedMemoryCounterConfig config[kAll] = {};
+  const CUpti_ActivityUnifiedMemoryCounterKind kinds[kAll] = {
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH};
-  for (int i = 0; i < 3; ++i) {
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING};
+  for (int i = 0; i < kAll; ++i) {
     config[i].scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE;
     config[i].kind = kinds[i];
     config[i].deviceId = static_cast<uint32_t>(device);
@@ -98,8 +140,8 @@ absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int de
   std::unique_ptr<CuptiFaultStream> stream(new CuptiFaultStream());
   absl::Status status = Check(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
                               "cuptiActivityRegisterCallbacks");
-  if (status.ok()) {
-    status = Check(cuptiActivityConfigureUnifiedMemoryCounter(config, 3),
+  if (status.ok() && cuptiActivityConfigureUnifiedMemoryCounter(config, kAll) != CUPTI_SUCCESS) {
+    status = Check(cuptiActivityConfigureUnifiedMemoryCounter(config, kNeeded),
                    "cuptiActivityConfigureUnifiedMemoryCounter");
   }
   if (status.ok()) {

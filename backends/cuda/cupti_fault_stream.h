@@ -1,5 +1,6 @@
-// The unified-memory records CUPTI delivers: GPU page-fault groups and the
-// bytes the driver moved each way. This is the cuda backend's fault stream.
+// The unified-memory records CUPTI delivers: GPU page-fault groups, the
+// bytes the driver moved each way and why, and the driver's thrashing
+// detections and throttling. This is the cuda backend's fault stream.
 //
 // CUPTI's activity API is process-global and hands over records in buffers
 // from its own thread; the stream gathers them under a lock and the
@@ -16,12 +17,33 @@
 namespace umlab::cuda {
 
 struct UnifiedMemoryRecord {
-  enum class Kind : uint8_t { kGpuPageFault, kBytesHostToDevice, kBytesDeviceToHost };
+  enum class Kind : uint8_t {
+    kGpuPageFault,
+    kBytesHostToDevice,
+    kBytesDeviceToHost,
+    kThrashing,   // the driver found a region bouncing between processors
+    kThrottling,  // the driver held a processor's faults on a region back
+  };
+  // Why the driver moved bytes (CUPTI's migration cause, same numbering).
+  enum class Cause : uint8_t {
+    kUnknown = 0,
+    kUser = 1,       // cudaMemPrefetchAsync: the engine's own prefetches and evictions
+    kCoherence = 2,  // a fault needed the pages
+    kPrefetch = 3,   // the driver's speculative prefetch (its tree prefetcher)
+    kEviction = 4,   // the driver made room on a full device
+    kAccessCounters = 5,
+  };
   Kind kind;
+  Cause cause = Cause::kUnknown;  // transfers only
   uint64_t address;   // device virtual address
-  uint64_t value;     // faults in the group, or bytes moved
+  uint64_t value;     // faults in the group, or bytes (of a transfer or region)
   uint64_t start_ns;  // CUPTI timestamp
+  uint64_t end_ns;    // transfers, faults (replay queued) and throttling; else 0
 };
+
+// "fault", "h2d", ...: the names the record log uses.
+const char* KindName(UnifiedMemoryRecord::Kind kind);
+const char* CauseName(UnifiedMemoryRecord::Cause cause);
 
 class CuptiFaultStream {
  public:

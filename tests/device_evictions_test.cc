@@ -45,16 +45,9 @@ class HandDrivenBackend final : public Backend {
   void FaultAndLand(Engine& engine, BlockNumber block) {
     faults_.push_back(FaultEntry{FirstPageOfBlock(block), AccessType::kRead, 0, 1, 0});
     engine.ServiceFaults();
-    for (const Transfer& t : migrations) {
-      if (!landed_.contains(t.id)) {
-        landed_.insert(t.id);
-        listener_->OnTransferComplete(t.id);
-      }
-    }
-    for (const Transfer& t : evictions) {
-      if (!landed_.contains(t.id)) {
-        landed_.insert(t.id);
-        listener_->OnTransferComplete(t.id);
+    for (const std::vector<Transfer>* issued : {&migrations, &evictions}) {
+      for (const Transfer& t : *issued) {
+        if (landed_.insert(t.id).second) listener_->OnTransferComplete(t.id);
       }
     }
   }

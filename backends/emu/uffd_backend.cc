@@ -63,6 +63,11 @@ struct UffdBackend::SlotBits {
   std::atomic<uint64_t> mapped[kMaskWords];
   std::atomic<uint64_t> accessed[kMaskWords];
   std::atomic<uint64_t> dirty[kMaskWords];
+  // Under map_mu_: the slot holds device memory (a frame's page cache), and
+  // how many transfers of its block are submitted and not landed. The frame
+  // is released once nothing is mapped and nothing is in flight.
+  bool holds_memory = false;
+  int in_flight = 0;
 };
 
 namespace {
@@ -117,6 +122,19 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
   std::unique_ptr<UffdBackend> backend(new UffdBackend(device, capacity_frames, options));
   UffdDevice::Options device_options;
   device_options.max_blocks = options.max_blocks;
+  device_options.huge_pages = options.huge_pages;
+  // An unlimited capacity (capacity_frames beyond the range) is checked
+  // frame by frame instead: CopyIn fails cleanly when the pool runs dry.
+  if (options.huge_pages && capacity_frames < options.max_blocks &&
+      UffdDevice::FreeHugePages() < capacity_frames) {
+    // umlab never reserves them itself: the pool is the machine's memory,
+    // taken from everyone else, and needs root.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "backend uffd: huge_pages=true needs %d free 2 MiB huge pages (the capacity) and %d "
+        "are free: as root, sysctl vm.nr_hugepages=%d (more if others use them), or drop "
+        "huge_pages",
+        capacity_frames, UffdDevice::FreeHugePages(), capacity_frames));
+  }
   absl::StatusOr<std::unique_ptr<UffdDevice>> created = UffdDevice::Create(device_options);
   if (!created.ok()) return created.status();
   backend->device_ = std::move(*created);
@@ -531,7 +549,13 @@ void UffdBackend::OnFault(const UffdFault& fault) {
     absl::MutexLock lock(&map_mu_);
     absl::Status s;
     if (TestBit(bits_[slot].mapped, index)) {
-      SetBit(bits_[slot].dirty, index);
+      // A huge frame's protection goes for all its pages at once, so all
+      // of them may be written from now on without a trap: all are dirty.
+      if (options_.huge_pages) {
+        OrMask(bits_[slot].dirty, FullPageMask());
+      } else {
+        SetBit(bits_[slot].dirty, index);
+      }
       s = device_->AllowWrite(device_page * kPageSize);
     } else {
       s = device_->Wake(device_page * kPageSize, kPageSize);  // it faults again, as a miss
@@ -739,12 +763,28 @@ void UffdBackend::Migrate(const Transfer& transfer) {
       return;
     }
   }
+  uint64_t slot = 0;
+  FindSlot(transfer.block, slot);
+  {
+    absl::MutexLock lock(&map_mu_);
+    ++bits_[slot].in_flight;
+  }
   transfers_->Submit(transfer, ReadyAt(transfer.not_before));
+}
+
+bool UffdBackend::WholeBlockOrFail(uint64_t slot, const PageMask& pages, const char* what) {
+  if (!options_.huge_pages || pages == FullPageMask()) return true;
+  Fail(absl::FailedPreconditionError(absl::StrFormat(
+      "backend uffd: huge_pages=true maps whole 2 MiB blocks only, and the engine %s %d of "
+      "block %#x's %d pages (this policy or program works on parts of blocks): drop huge_pages",
+      what, pages.count(), block_of_slot_[slot] * kBlockSize, kPagesPerBlock)));
+  return false;
 }
 
 void UffdBackend::UnmapLocked(uint64_t slot, const PageMask& pages) {
   SlotBits& bits = bits_[slot];
   const PageMask mapped = Load(bits.mapped);
+  if ((pages & mapped).any() && !WholeBlockOrFail(slot, pages & mapped, "unmapped")) return;
   const bool had = mapped.any();
   ClearMask(bits.mapped, pages);
   absl::Status s;
@@ -786,6 +826,7 @@ void UffdBackend::Evict(const Transfer& transfer) {
     late_dirty_.fetch_add(late.count(), std::memory_order_relaxed);
     ClearMask(bits_[slot].dirty, transfer.pages);
     ClearMask(bits_[slot].accessed, transfer.pages);
+    ++bits_[slot].in_flight;  // the bytes stay until written back
   }
   queried_dirty_.erase(transfer.block);
   transfers_->Submit(writeback, ReadyAt(transfer.not_before));
@@ -798,6 +839,17 @@ void UffdBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   UnmapLocked(slot, pages);
   ClearMask(bits_[slot].dirty, pages);
   ClearMask(bits_[slot].accessed, pages);
+  MaybeReleaseLocked(slot);
+}
+
+void UffdBackend::MaybeReleaseLocked(uint64_t slot) {
+  SlotBits& bits = bits_[slot];
+  if (!bits.holds_memory || bits.in_flight > 0 || Load(bits.mapped).any()) return;
+  // The frame's memory is at its fullest just before it goes.
+  peak_device_bytes_ = std::max(peak_device_bytes_, device_->DeviceBytesAllocated());
+  if (absl::Status s = device_->ReleaseFrame(slot); !s.ok()) Fail(s);
+  bits.holds_memory = false;
+  --frames_held_;
 }
 
 PageUse UffdBackend::QueryUse(BlockNumber block) const {
@@ -812,19 +864,33 @@ PageUse UffdBackend::QueryUse(BlockNumber block) const {
 void UffdBackend::Copy(const Transfer& transfer) {
   uint64_t slot = 0;
   if (!FindSlot(transfer.block, slot)) return;
+  absl::Status s;
   if (transfer.kind == TransferKind::kEviction) {
-    device_->CopyOut(slot, transfer.copy);
+    s = device_->CopyOut(slot, transfer.copy);
   } else {
-    device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
+    {
+      absl::MutexLock lock(&map_mu_);
+      if (!bits_[slot].holds_memory) {
+        bits_[slot].holds_memory = true;
+        peak_frames_held_ = std::max(peak_frames_held_, ++frames_held_);
+      }
+    }
+    s = device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
   }
+  if (!s.ok()) Fail(s);
 }
 
 void UffdBackend::Land(const Transfer& transfer) {
-  if (transfer.kind == TransferKind::kEviction) return;
   uint64_t slot = 0;
   if (!FindSlot(transfer.block, slot)) return;
-  SlotBits& bits = bits_[slot];
   absl::MutexLock lock(&map_mu_);
+  if (transfer.kind != TransferKind::kEviction) MapLanded(transfer, slot);
+  --bits_[slot].in_flight;
+  MaybeReleaseLocked(slot);
+}
+
+void UffdBackend::MapLanded(const Transfer& transfer, uint64_t slot) {
+  SlotBits& bits = bits_[slot];
   const PageMask mapped = Load(bits.mapped);
   if (mapped.none()) {
     if (mapped_frames_ >= capacity_frames_) {
@@ -836,14 +902,22 @@ void UffdBackend::Land(const Transfer& transfer) {
     ++mapped_frames_;
   }
   const PageMask pages = transfer.pages & ~mapped;
+  if (!WholeBlockOrFail(slot, pages, "migrated")) return;
   // Zero-filled pages hold the only valid copy from now on: dirty at once,
   // and mapped writable. Copied pages are clean until their first write.
   const PageMask zeroed = pages & ~transfer.copy;
   ClearMask(bits.accessed, pages);
   ClearMask(bits.dirty, pages & transfer.copy);
   OrMask(bits.dirty, zeroed);
-  absl::Status s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
-  if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  absl::Status s;
+  if (options_.huge_pages) {
+    // One PMD: write-protected if any page is a clean copy (its first
+    // write must trap), writable if all were zero-filled (all dirty).
+    s = device_->Map(slot, pages, /*write_protect=*/(pages & transfer.copy).any());
+  } else {
+    s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
+    if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  }
   if (!s.ok()) {
     Fail(s);
     return;
@@ -893,6 +967,14 @@ UffdCounters UffdBackend::counters() const {
   c.corrupted_words = verifier_.corrupted_words();
   c.zeroed_pages_read = verifier_.zeroed_pages_read();
   c.slots = device_ ? device_->slots() : 0;
+  c.huge_frames = options_.huge_pages;
+  {
+    absl::MutexLock lock(&map_mu_);
+    c.frames_held = frames_held_;
+    c.peak_frames_held = peak_frames_held_;
+    c.peak_device_bytes = peak_device_bytes_;
+  }
+  c.device_bytes = device_ ? device_->DeviceBytesAllocated() : 0;
   return c;
 }
 
@@ -921,6 +1003,9 @@ UMLAB_REGISTER_BACKEND(
           "fail when nothing progresses for this many seconds", ParamRange::Positive()},
          {"max_gib", ParamType::kInt, "64", "size of the device address range, GiB",
           ParamRange::Closed(1, 1 << 20)},
+         {"huge_pages", ParamType::kBool, "false",
+          "frames are 2 MiB hugetlb pages, mapped whole (fast migration; needs "
+          "vm.nr_hugepages >= capacity and a whole-block policy)"},
      },
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -930,6 +1015,7 @@ UMLAB_REGISTER_BACKEND(
        options.verify = params.Bool("verify");
        options.sms = static_cast<int>(params.Int("sms"));
        options.watchdog_s = params.Double("watchdog_s");
+       options.huge_pages = params.Bool("huge_pages");
        const int64_t gib = params.Int("max_gib");
        options.max_blocks = static_cast<uint64_t>(gib) * (1 << 30) / kBlockSize;
        absl::StatusOr<std::unique_ptr<UffdBackend>> backend =

@@ -59,6 +59,12 @@ struct UffdOptions {
   int sms = 8;               // SM threads
   double watchdog_s = 120;   // fail when nothing progresses this long
   uint64_t max_blocks = 32768;
+  // Device frames are 2 MiB hugetlb pages (UffdDevice's huge frames): one
+  // PMD per migration instead of 512 PTEs. Needs the capacity's worth of
+  // free pages in vm.nr_hugepages and a policy that migrates, evicts and
+  // invalidates whole blocks only; a partial one fails the run. Dirty bits
+  // are per 2 MiB: a frame's first write marks all its pages dirty.
+  bool huge_pages = false;
 };
 
 // What the uffd backend counted beyond RunStats.
@@ -70,6 +76,14 @@ struct UffdCounters {
   uint64_t corrupted_words = 0;
   uint64_t zeroed_pages_read = 0;  // data pages read back as zeroes (dropped)
   uint64_t slots = 0;
+  bool huge_frames = false;  // which path ran: hugetlb frames, or 4 KiB pages
+  // Device memory: frames whose slot holds page cache (now and at most),
+  // and the memfd's allocated bytes (now, and at most as sampled whenever a
+  // frame is released, when it is fullest).
+  uint64_t frames_held = 0;
+  uint64_t peak_frames_held = 0;
+  uint64_t device_bytes = 0;
+  uint64_t peak_device_bytes = 0;
 };
 
 class UffdBackend final : public Backend, private UffdTransfers::Hooks {
@@ -164,6 +178,14 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // Page-table bits.
   PageMask Load(const std::atomic<uint64_t>* words) const;
   void UnmapLocked(uint64_t slot, const PageMask& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
+  // Huge frames: fails the run (and returns false) unless `pages` of the
+  // block are the whole block, naming `what` the engine asked for.
+  bool WholeBlockOrFail(uint64_t slot, const PageMask& pages, const char* what);
+  // A migration's link time is over: map its pages.
+  void MapLanded(const Transfer& transfer, uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
+  // Frees the slot's device memory if it holds some and nothing of it is
+  // mapped or in flight (its block gave up its frame).
+  void MaybeReleaseLocked(uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
 
   uint64_t capacity_frames_;
   UffdOptions options_;
@@ -193,8 +215,11 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   mutable absl::flat_hash_map<BlockNumber, PageMask> queried_dirty_;  // under mu_
 
   // Device page-table changes, and the dirty bits they race with.
-  absl::Mutex map_mu_;
+  mutable absl::Mutex map_mu_;
   uint64_t mapped_frames_ ABSL_GUARDED_BY(map_mu_) = 0;
+  uint64_t frames_held_ ABSL_GUARDED_BY(map_mu_) = 0;  // slots holding device memory
+  uint64_t peak_frames_held_ ABSL_GUARDED_BY(map_mu_) = 0;
+  uint64_t peak_device_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
 
   // What the reader, the workers and the service loop exchange.
   mutable absl::Mutex inbox_mu_;

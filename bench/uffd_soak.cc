@@ -143,6 +143,20 @@ int Main(int argc, char** argv) {
   SoakFlags flags;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "usage: uffd_soak [--faults=N] [--round_accesses=N] [--sms=N] [--blocks=N]\n"
+          "                 [--frames=N] [--buffer=N] [--free_every=N]\n"
+          "Runs every registered policy in turn on the uffd device, with verify on and no\n"
+          "throttle, until N faults were raised; prints faults, corrupted words and the\n"
+          "resident memory of the first and last tenth of the run (docs/uffd.md).\n"
+          "defaults: --faults=%llu --round_accesses=%llu --sms=%d --blocks=%d --frames=%d\n"
+          "          --buffer=%d --free_every=%d\n",
+          static_cast<unsigned long long>(flags.faults),
+          static_cast<unsigned long long>(flags.round_accesses), flags.sms, flags.blocks,
+          flags.frames, flags.buffer, flags.free_every);
+      return 0;
+    }
     if (ParseFlag(arg, "faults", flags.faults) ||
         ParseFlag(arg, "round_accesses", flags.round_accesses) ||
         ParseFlag(arg, "sms", flags.sms) || ParseFlag(arg, "blocks", flags.blocks) ||

@@ -2,10 +2,16 @@
 // userfaultfd is unavailable, and the CLI's --verify / --dilation.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "cli/commands.h"
@@ -135,6 +141,145 @@ TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
   EXPECT_GE(run.counters.peak_device_bytes, kBlockSize);
   EXPECT_LE(run.counters.frames_held, kFrames);
   EXPECT_LE(run.counters.device_bytes, run.counters.frames_held * kBlockSize);
+}
+
+// Waits up to 20 s for `done`; false if it never came (the caller then
+// releases the device, which frees any thread stalled in a fault).
+template <typename Fn>
+bool WaitFor(Fn done) {
+  for (int i = 0; i < 20000 && !done(); ++i) usleep(1000);
+  return done();
+}
+
+TEST(UffdMemory, ReleasedFrameTakesANewMigrationWithoutAFaultLoop) {
+  // A frame's device memory is released (fallocate PUNCH_HOLE) when its
+  // block gives it up, and a later migration of the block fills the slot
+  // afresh. Serviced as the backend does (copy in, map write-protected,
+  // wake; a first write lifts the protection), an accessor of the released
+  // slot must fault once per page and then read the bytes written before
+  // the release: a second fault on a page already mapped would be the
+  // re-fault loop of a page table that lost the new mapping.
+  auto created = UffdDevice::Create({.max_blocks = 2, .name = "umlab-uffd-test"});
+  ASSERT_TRUE(created.ok()) << created.status();
+  UffdDevice& d = **created;
+  ASSERT_TRUE(d.AddSlots(1).ok());
+  const PageMask all = FullPageMask();
+  constexpr int kWords = kPageSize / 8;
+  auto pattern = [](int page, int word) { return uint64_t(page) << 32 | uint64_t(word) | 1; };
+
+  // Fill the frame through a writable mapping, write it home, release it.
+  ASSERT_TRUE(d.CopyIn(0, PageMask(), all).ok());
+  ASSERT_TRUE(d.Map(0, all, /*write_protect=*/false).ok());
+  for (int page = 0; page < kPagesPerBlock; ++page) {
+    auto* words = reinterpret_cast<uint64_t*>(d.DevicePage(0, page));
+    for (int w = 0; w < kWords; ++w) words[w] = pattern(page, w);
+  }
+  ASSERT_TRUE(d.Unmap(0, all).ok());
+  ASSERT_TRUE(d.CopyOut(0, all).ok());
+  ASSERT_TRUE(d.ReleaseFrame(0).ok());
+  EXPECT_EQ(d.DeviceBytesAllocated(), 0u);
+
+  std::atomic<int> misses{0}, write_faults{0};
+  std::atomic<bool> migrated{false};
+  ASSERT_TRUE(d.StartReader([&](const UffdFault& fault) {
+                 if (fault.write_protect) {
+                   ++write_faults;
+                   EXPECT_TRUE(d.AllowWrite(fault.offset).ok());
+                   return;
+                 }
+                 ++misses;
+                 if (!migrated.exchange(true)) {  // the whole block, once
+                   EXPECT_TRUE(d.CopyIn(0, all, PageMask()).ok());
+                   EXPECT_TRUE(d.Map(0, all, /*write_protect=*/true).ok());
+                 }
+                 EXPECT_TRUE(d.Wake(fault.offset & ~(kPageSize - 1), kPageSize).ok());
+               }).ok());
+  std::atomic<uint64_t> wrong{0};
+  std::atomic<bool> finished{false};
+  std::thread accessor([&] {
+    for (int page = 0; page < kPagesPerBlock; ++page) {
+      const auto* words = reinterpret_cast<const volatile uint64_t*>(d.DevicePage(0, page));
+      for (int w = 0; w < kWords; ++w) wrong += words[w] != pattern(page, w);
+    }
+    *reinterpret_cast<volatile uint64_t*>(d.DevicePage(0, 7)) = 42;
+    finished = true;
+  });
+  const bool done = WaitFor([&] { return finished.load(); });
+  if (!done) d.Release();  // frees the accessor from its fault
+  accessor.join();
+  d.StopReader();
+  ASSERT_TRUE(done) << "the accessor never finished: " << misses.load() << " misses";
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(misses.load(), 1);  // the first touch; every other page was mapped with it
+  EXPECT_EQ(write_faults.load(), 1);
+  EXPECT_EQ(d.DeviceBytesAllocated(), kBlockSize);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(d.DevicePage(0, 7)), 42u);
+}
+
+// The start of the device range (slot 0), read from /proc/self/maps: tests
+// use it to act on the page table behind the backend's back, as the kernel
+// may.
+uint64_t DeviceRangeStart() {
+  uint64_t start = 0;
+  if (FILE* f = std::fopen("/proc/self/maps", "r")) {
+    char line[512];
+    while (start == 0 && std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::string(line).find("/memfd:umlab-uffd (deleted)") != std::string::npos) {
+        start = std::strtoull(line, nullptr, 16);
+      }
+    }
+    std::fclose(f);
+  }
+  return start;
+}
+
+// Runs `hook` on the run thread just before event `index` is read: between
+// kernels, while the SM threads are idle.
+class HookedSource final : public EventSource {
+ public:
+  HookedSource(EventSource& inner, size_t index, std::function<void()> hook)
+      : inner_(inner), index_(index), hook_(std::move(hook)) {}
+  bool Next(Event& event) override {
+    if (read_++ == index_) hook_();
+    return inner_.Next(event);
+  }
+
+ private:
+  EventSource& inner_;
+  size_t index_;
+  std::function<void()> hook_;
+  size_t read_ = 0;
+};
+
+TEST(UffdMemory, AMappingTheKernelDroppedIsRestoredNotFaultedForever) {
+  // The kernel may take a mapped page's entry away on its own (reclaim to
+  // swap, say). The engine then sees faults on resident pages, migrates
+  // nothing and replays; unless the backend maps the page again, its
+  // accessor faults forever. Here every entry of a written block is dropped
+  // between two kernels (MADV_DONTNEED, the bytes stay in device memory):
+  // the reading kernel must restore each page once, read what was written,
+  // and move no data.
+  ProgramBuilder program;
+  program.Alloc(0, 1).Kernel(1, 0, {0}, /*write=*/true);
+  const size_t second_kernel = program.events().size();
+  program.Kernel(2, 0, {0});
+  VectorSource inner = program.Source();
+  bool dropped = false;
+  HookedSource source(inner, second_kernel, [&] {
+    const uint64_t start = DeviceRangeStart();
+    dropped = start != 0 && madvise(reinterpret_cast<void*>(start), kBlockSize, MADV_DONTNEED) == 0;
+  });
+  UffdOptions options = FastChecked();
+  options.watchdog_s = 10;  // the loop, if it came back, fails here instead of hanging
+  DemandPolicy policy;
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), options);
+  ASSERT_TRUE(dropped);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.counters.restored_mappings, uint64_t{kPagesPerBlock});
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+  EXPECT_EQ(run.counters.pages_checked, uint64_t{kPagesPerBlock});
+  EXPECT_EQ(run.stats.h2d_bytes, 0u);  // zero-filled once, never copied
+  EXPECT_EQ(run.stats.evictions, 0u);
 }
 
 TEST(UffdMemory, HugeFramesRoundTripWholeBlocksAndRefuseParts) {

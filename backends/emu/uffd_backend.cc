@@ -235,7 +235,16 @@ absl::Status UffdBackend::Run(EventSource& program, Engine& engine, EventSink* r
   return absl::OkStatus();
 }
 
-absl::Status UffdBackend::CheckAbort(uint64_t& last_progress, Nanos& last_change) {
+UffdBackend::Watch UffdBackend::StartWatch() {
+  Watch watch;
+  watch.progress = progress_.load();
+  watch.since = MonotonicNanos();
+  absl::MutexLock lock(&inbox_mu_);
+  watch.faults = received_;
+  return watch;
+}
+
+absl::Status UffdBackend::CheckAbort(Watch& watch) {
   {
     absl::MutexLock lock(&error_mu_);
     if (!error_.ok()) return error_;
@@ -251,19 +260,49 @@ absl::Status UffdBackend::CheckAbort(uint64_t& last_progress, Nanos& last_change
   }
   const uint64_t progress = progress_.load();
   const Nanos now = MonotonicNanos();
-  if (progress != last_progress) {
-    last_progress = progress;
-    last_change = now;
-  } else if (now - last_change > static_cast<Nanos>(options_.watchdog_s * 1e9)) {
-    absl::MutexLock lock(&inbox_mu_);
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "uffd watchdog: nothing progressed for %.0f s (%d pages with stalled accessors, "
-        "%d fault-buffer entries, %d transfers unfinished); a deadlock in the engine, "
-        "the policy or the backend",
-        options_.watchdog_s, stalled_.size(), fault_buffer_.size(),
-        transfers_ ? transfers_->unfinished() : 0));
+  if (progress != watch.progress) {
+    watch = StartWatch();
+  } else if (now - watch.since > static_cast<Nanos>(options_.watchdog_s * 1e9)) {
+    return WatchdogError(watch);
   }
   return absl::OkStatus();
+}
+
+absl::Status UffdBackend::WatchdogError(const Watch& watch) {
+  // Names the first stalled pages as the program knows them, with what the
+  // device's page table and the engine say of each: a page the engine holds
+  // resident and the device maps, yet whose accessor faults again and again,
+  // is a re-fault livelock; an accessor that stopped faulting is a deadlock.
+  absl::MutexLock engine_lock(&mu_);
+  absl::MutexLock lock(&inbox_mu_);
+  std::vector<uint64_t> pages;
+  for (const auto& [device_page, since] : stalled_) pages.push_back(device_page);
+  std::sort(pages.begin(), pages.end());
+  std::string named;
+  constexpr size_t kNamed = 4;
+  for (size_t i = 0; i < std::min(pages.size(), kNamed); ++i) {
+    const uint64_t slot = pages[i] / kPagesPerBlock;
+    const int index = static_cast<int>(pages[i] % kPagesPerBlock);
+    const BlockNumber block = block_of_slot_[slot].load(std::memory_order_acquire);
+    const BlockState* state = engine_->memory_state().Find(block);
+    const char* engine_says = state == nullptr                ? "unknown"
+                              : state->resident.test(index)  ? "resident"
+                              : state->in_flight.test(index) ? "in flight"
+                                                             : "not resident";
+    absl::StrAppendFormat(&named, "%s%#x (engine: %s; device: %s)", i == 0 ? "" : ", ",
+                          (FirstPageOfBlock(block) + index) * kPageSize, engine_says,
+                          TestBit(bits_[slot].mapped, index) ? "mapped" : "unmapped");
+  }
+  const uint64_t faults = received_ - watch.faults;
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "uffd watchdog: no access completed and no transfer landed for %.0f s, while %d faults "
+      "arrived (%s); %d pages with stalled accessors%s%s; %d fault-buffer entries, %d "
+      "transfers unfinished, %d lost mappings restored",
+      options_.watchdog_s, faults,
+      faults > 0 ? "accessors fault again and again: a re-fault livelock"
+                 : "a deadlock in the engine, the policy or the backend",
+      pages.size(), pages.empty() ? "" : ", first: ", named, fault_buffer_.size(),
+      transfers_ ? transfers_->unfinished() : 0, restored_.load()));
 }
 
 void UffdBackend::RecordProgram(const Event& event) {
@@ -274,10 +313,9 @@ void UffdBackend::RecordProgram(const Event& event) {
 
 absl::Status UffdBackend::Execute(EventSource& program) {
   KernelAssembler assembler(program);
-  uint64_t last_progress = 0;
-  Nanos last_change = MonotonicNanos();
+  Watch watch = StartWatch();
   while (assembler.Next()) {
-    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
     if (assembler.is_kernel()) {
       const Event& kernel_begin = assembler.kernel_begin();
       ranges_.clear();
@@ -338,27 +376,25 @@ absl::Status UffdBackend::Execute(EventSource& program) {
 }
 
 absl::Status UffdBackend::WaitQuiescent() {
-  uint64_t last_progress = progress_.load();
-  Nanos last_change = MonotonicNanos();
+  Watch watch = StartWatch();
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (engine_->Quiescent() && !engine_->servicing()) return absl::OkStatus();
     }
-    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
     absl::SleepFor(absl::Milliseconds(1));
   }
 }
 
 absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
-  uint64_t last_progress = progress_.load();
-  Nanos last_change = MonotonicNanos();
+  Watch watch = StartWatch();
   const Nanos compute = throttle_.Dilate(begin.duration_ns);
   if (total_accesses_ == 0) {
     // A kernel that touches nothing still takes its time.
     const Nanos end = MonotonicNanos() + compute;
     while (MonotonicNanos() < end) {
-      if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+      if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
       SleepPacing(std::min(end, MonotonicNanos() + absl::ToInt64Nanoseconds(kPollInterval)));
     }
     return absl::OkStatus();
@@ -402,7 +438,7 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
       if (running_ != 0) done_cv_.WaitWithTimeout(&kernel_mu_, kPollInterval);
       if (running_ == 0) break;
     }
-    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) {
+    if (absl::Status s = CheckAbort(watch); !s.ok()) {
       kernel_active_.store(false, std::memory_order_relaxed);
       return s;
     }
@@ -563,6 +599,7 @@ void UffdBackend::OnFault(const UffdFault& fault) {
     if (!s.ok()) Fail(s);
     return;
   }
+  if (TestBit(bits_[slot].mapped, index)) RestoreLostMapping(slot, index);
   uint32_t sm = UINT32_MAX;
   for (int i = 0; i < options_.sms; ++i) {
     if (sms_[i].tid.load(std::memory_order_relaxed) == static_cast<int>(fault.tid)) {
@@ -576,7 +613,8 @@ void UffdBackend::OnFault(const UffdFault& fault) {
   entry.sm = sm;
   entry.exec_id = exec_id_.load(std::memory_order_relaxed);
   entry.time_ns = Now();
-  progress_.fetch_add(1, std::memory_order_relaxed);
+  // Not progress (see CheckAbort): an accessor that faults again and again
+  // on the same page makes none.
   absl::MutexLock lock(&inbox_mu_);
   ++received_;
   stalled_.try_emplace(device_page, entry.time_ns);
@@ -585,6 +623,32 @@ void UffdBackend::OnFault(const UffdFault& fault) {
   }
   inbox_events_.fetch_add(1, std::memory_order_release);
   inbox_cv_.Signal();
+}
+
+void UffdBackend::RestoreLostMapping(uint64_t slot, int index) {
+  // A miss on a page the device maps. Usually a stale message: the accessor
+  // faulted just before the page was mapped, and the replay wakes it. But
+  // the kernel may also take a mapped page's entry away on its own (shared
+  // memory reclaimed to swap, for one): no path of this backend does (Unmap
+  // and ReleaseFrame run under map_mu_ and clear or require clear mapped
+  // bits first), yet the engine would see only a fault on a resident page,
+  // migrate nothing, replay, and the accessor would fault again forever.
+  // Under map_mu_ the bit and the page table agree, so mapping the page
+  // again either finds its entry (stale: nothing to do) or restores it from
+  // the page cache, which still holds the frame's bytes.
+  absl::MutexLock lock(&map_mu_);
+  SlotBits& bits = bits_[slot];
+  if (!TestBit(bits.mapped, index)) return;  // unmapped meanwhile: a real miss
+  // As MapLanded left it: clean pages trap their first write (the dirty
+  // bit); with huge frames, one entry covers the block.
+  const bool write_protect =
+      options_.huge_pages ? !Load(bits.dirty).all() : !TestBit(bits.dirty, index);
+  absl::StatusOr<bool> restored = device_->RestoreMapping(slot, index, write_protect);
+  if (!restored.ok()) {
+    Fail(restored.status());
+  } else if (*restored) {
+    restored_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -963,6 +1027,7 @@ UffdCounters UffdBackend::counters() const {
   }
   c.write_protect_faults = wp_faults_.load();
   c.late_dirty_pages = late_dirty_.load();
+  c.restored_mappings = restored_.load();
   c.pages_checked = verifier_.pages_checked();
   c.corrupted_words = verifier_.corrupted_words();
   c.zeroed_pages_read = verifier_.zeroed_pages_read();

@@ -72,6 +72,9 @@ struct UffdCounters {
   uint64_t received_faults = 0;  // fault messages, including dropped ones
   uint64_t write_protect_faults = 0;  // first writes (dirty-bit traps)
   uint64_t late_dirty_pages = 0;  // written between QueryUse and unmap; written back
+  // Mapped pages whose page-table entry the kernel had dropped on its own,
+  // found by a fault and mapped again (RestoreLostMapping); 0 normally.
+  uint64_t restored_mappings = 0;
   uint64_t pages_checked = 0;
   uint64_t corrupted_words = 0;
   uint64_t zeroed_pages_read = 0;  // data pages read back as zeroes (dropped)
@@ -111,7 +114,8 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // Fault entry (the reader's receipt) to the replay that woke it, per
   // replayed page, in ns; at most the first 2^20.
   std::vector<Nanos> service_latencies() const;
-  // Page accesses done so far (tests use it to know a run is under way).
+  // Page accesses done plus transfers landed so far (tests use it to know a
+  // run is under way).
   uint64_t progress() const { return progress_.load(); }
 
  private:
@@ -140,9 +144,20 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   absl::Status Execute(EventSource& program);
   absl::Status ExecuteKernel(const Event& begin);
   absl::Status Teardown();
+  // The watchdog's view: progress is page accesses completed plus
+  // transfers landed, never faults received (an accessor that faults on
+  // the same page forever must not look like progress).
+  struct Watch {
+    uint64_t progress = 0;
+    uint64_t faults = 0;  // received_ when progress last moved
+    Nanos since = 0;      // MonotonicNanos
+  };
+  Watch StartWatch();
   // Stops waiting: an error elsewhere, SIGINT, the engine's deadlock check,
   // or the watchdog. Called by the run thread while it waits.
-  absl::Status CheckAbort(uint64_t& last_progress, Nanos& last_change);
+  absl::Status CheckAbort(Watch& watch);
+  // The watchdog's one-line error, naming the first stalled pages.
+  absl::Status WatchdogError(const Watch& watch);
   absl::Status WaitQuiescent();
   void RecordProgram(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -157,6 +172,9 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   void RunShare(int index);
   void Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
   void OnFault(const UffdFault& fault);
+  // A miss on a page whose mapped bit is set: maps it again if the kernel
+  // dropped its entry (see the .cc).
+  void RestoreLostMapping(uint64_t slot, int index);
   void ServiceLoop();
   // The service thread has something to do.
   bool ServiceReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
@@ -262,6 +280,7 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   std::atomic<uint64_t> progress_{0};
   std::atomic<uint64_t> wp_faults_{0};
   std::atomic<uint64_t> late_dirty_{0};
+  std::atomic<uint64_t> restored_{0};
   mutable absl::Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 };

@@ -326,6 +326,27 @@ absl::Status UffdDevice::Map(uint64_t slot, const PageMask& pages, bool write_pr
   return status;
 }
 
+absl::StatusOr<bool> UffdDevice::RestoreMapping(uint64_t slot, int page, bool write_protect) {
+  if (uffd_ < 0) return false;
+  const uint64_t length = options_.huge_pages ? kBlockSize : kPageSize;
+  const uint64_t start =
+      reinterpret_cast<uint64_t>(options_.huge_pages ? DevicePage(slot, 0) : DevicePage(slot, page));
+  for (;;) {
+    uffdio_continue request{};
+    request.range.start = start;
+    request.range.len = length;
+    request.mode = UFFDIO_CONTINUE_MODE_DONTWAKE | (write_protect ? UFFDIO_CONTINUE_MODE_WP : 0);
+    if (ioctl(uffd_, UFFDIO_CONTINUE, &request) == 0) return true;
+    if (errno == EEXIST) return false;  // the entry is there
+    if (errno != EAGAIN) {
+      return ErrnoStatus(absl::StrFormat(
+          "restoring the mapping of slot %d page %d (UFFDIO_CONTINUE; a mapped page with no "
+          "device memory behind it)",
+          slot, page));
+    }
+  }
+}
+
 absl::Status UffdDevice::Unmap(uint64_t slot, const PageMask& pages) {
   if (absl::Status s = RequireWholeBlock(pages, "unmap"); !s.ok()) return s;
   absl::Status status;

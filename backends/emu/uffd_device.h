@@ -119,6 +119,10 @@ class UffdDevice {
   // wake anyone: stalled accessors wait for a replay. With huge frames,
   // `pages` must be the whole block (InvalidArgument otherwise), for Unmap too.
   absl::Status Map(uint64_t slot, const PageMask& pages, bool write_protect);
+  // Maps one page that the caller believes mapped (with huge frames, its
+  // whole frame): true if its entry was missing and is now restored from
+  // device memory, false if it was there. Does not wake anyone.
+  absl::StatusOr<bool> RestoreMapping(uint64_t slot, int page, bool write_protect);
   // Unmaps `pages`; their bytes stay in device memory. The next touch faults.
   absl::Status Unmap(uint64_t slot, const PageMask& pages);
   // Lets the stalled accessors of [offset, offset + length) retry.

@@ -200,7 +200,7 @@ int Main(int argc, char** argv) {
   options.watchdog_s = 120;
 
   uint64_t raised = 0, serviced = 0, dropped = 0, evictions = 0, invalidated = 0;
-  uint64_t corrupted = 0, checked = 0, peak_frames = 0, peak_device = 0;
+  uint64_t corrupted = 0, checked = 0, peak_frames = 0, peak_device = 0, restored = 0;
   int runs = 0, failures = 0;
   const auto start = std::chrono::steady_clock::now();
   std::vector<const PolicyRegistry::Entry*> policies = Policies().Entries();
@@ -227,15 +227,19 @@ int Main(int argc, char** argv) {
     evictions += run.stats.evictions;
     invalidated += run.stats.invalidated_bytes;
     corrupted += run.counters.corrupted_words;
+    restored += run.counters.restored_mappings;
     checked += run.counters.pages_checked;
     peak_frames = std::max(peak_frames, run.counters.peak_frames_held);
     peak_device = std::max(peak_device, run.counters.peak_device_bytes);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("run %d %-12s raised %llu total %llu (%.0f/s) corrupted %llu\n", runs,
-                name.c_str(), static_cast<unsigned long long>(run.counters.received_faults),
-                static_cast<unsigned long long>(raised), static_cast<double>(raised) / seconds,
-                static_cast<unsigned long long>(corrupted));
+    std::printf(
+        "run %d %-12s raised %llu total %llu (%.0f/s) corrupted %llu restored %llu "
+        "VmRSS %.1f MiB\n",
+        runs, name.c_str(), static_cast<unsigned long long>(run.counters.received_faults),
+        static_cast<unsigned long long>(raised), static_cast<double>(raised) / seconds,
+        static_cast<unsigned long long>(corrupted), static_cast<unsigned long long>(restored),
+        static_cast<double>(ResidentKib()) / 1024);
     std::fflush(stdout);
   }
   done.store(true);
@@ -255,7 +259,7 @@ int Main(int argc, char** argv) {
       "faults raised %llu, serviced %llu, dropped by the full buffer %llu\n"
       "evictions %llu, invalidated %llu MiB, pages checked %llu, corrupted words %llu, "
       "failed runs %d\n"
-      "device memory at most %llu frames, %llu MiB\n"
+      "device memory at most %llu frames, %llu MiB; lost mappings restored %llu\n"
       "VmRSS MiB over %zu samples: first decile %.1f, last decile %.1f, max %.1f\n",
       runs, policies.size(), seconds, flags.sms, flags.blocks, flags.frames, flags.buffer,
       static_cast<unsigned long long>(raised), static_cast<unsigned long long>(serviced),
@@ -263,7 +267,8 @@ int Main(int argc, char** argv) {
       static_cast<unsigned long long>(invalidated >> 20),
       static_cast<unsigned long long>(checked), static_cast<unsigned long long>(corrupted),
       failures, static_cast<unsigned long long>(peak_frames),
-      static_cast<unsigned long long>(peak_device >> 20), samples.size(), mean(0),
+      static_cast<unsigned long long>(peak_device >> 20),
+      static_cast<unsigned long long>(restored), samples.size(), mean(0),
       mean(samples.size() - decile),
       static_cast<double>(*std::max_element(samples.begin(), samples.end())) / 1024);
   return corrupted == 0 && failures == 0 ? 0 : 1;

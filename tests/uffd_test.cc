@@ -456,7 +456,9 @@ TEST(UffdCli, VerifyAndDilationAreUffdOptions) {
 }
 
 TEST(UffdCli, RecordOnUffdReplaysOnSim) {
-  const std::string path = ::testing::TempDir() + "/uffd_record.umt";
+  // Per process: sanitizer builds may run this test at the same time.
+  const std::string path =
+      ::testing::TempDir() + "/uffd_record." + std::to_string(getpid()) + ".umt";
   const std::vector<std::string> workload = {"--workload=mlp", "--workload-arg",
                                              "layers=2,hidden=512,batch=256,iterations=2"};
   std::vector<std::string> record = {"record", "--backend=uffd", "--dilation=1", "--verify",
@@ -478,6 +480,7 @@ TEST(UffdCli, RecordOnUffdReplaysOnSim) {
             0)
       << replay_err.str();
   EXPECT_NE(replay_out.str().find("\"backend\":\"sim\""), std::string::npos);
+  std::remove(path.c_str());
 }
 
 }  // namespace

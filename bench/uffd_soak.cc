@@ -90,11 +90,7 @@ class SoakProgram final : public EventSource {
       ++kernels_;
       return true;
     }
-    const uint64_t page = rng_() % (uint64_t(flags_.blocks) * kPagesPerBlock);
-    event.kind = EventKind::kAccess;
-    event.address = testing::ProgramBuilder::kBase + page * kPageSize;
-    event.size = kPageSize;
-    event.access = rng_() % 2 ? AccessType::kWrite : AccessType::kRead;
+    event = testing::ProgramBuilder::RandomPageAccess(rng_, flags_.blocks);
     --left_;
     ++emitted_;
     return true;

@@ -127,16 +127,29 @@ void BM_Memcpy2MiB(benchmark::State& state) {
 BENCHMARK(BM_Memcpy2MiB)->UseManualTime();
 
 // A 2 MiB migration as the uffd device does it: host copy -> device pages
-// through the staging alias, then one UFFDIO_CONTINUE maps 512 pages. The
-// unmap (MADV_DONTNEED) that makes the next round possible is not timed.
+// (pwrite into the device memfd), then one UFFDIO_CONTINUE maps 512 pages.
+// The unmap (MADV_DONTNEED) that makes the next round possible is not
+// timed. Argument 0: the frame keeps its memory between rounds (a block
+// that gets its frame back); 1: the frame is released after each round, as
+// when the block is evicted, so the copy allocates the 512 pages again (the
+// common case under memory pressure). Argument 1: 0, the 4 KiB path
+// (shmem, pwrite, 512 PTEs); 1, huge frames (hugetlb: memcpy through the
+// alias, one PMD), which needs 2 MiB pages in vm.nr_hugepages (64 for /0,
+// 1 for /1; skipped with a message otherwise).
 // Each iteration also times a plain 2 MiB memcpy as BM_Memcpy2MiB does:
 // fraction_of_memcpy compares the two under the same load. copy_GBps and
 // map_us split the migration: the copy runs near memcpy speed; the map
 // (UFFDIO_CONTINUE, about 0.4 us per page in the kernel) is the rest.
 void BM_Migrate2MiB(benchmark::State& state) {
-  auto device = UffdDevice::Create({.max_blocks = kSlots, .name = "umlab-uffd-bench"});
+  const bool huge = state.range(1) != 0;
+  auto device = UffdDevice::Create(
+      {.max_blocks = kSlots, .name = "umlab-uffd-bench", .huge_pages = huge});
   if (!device.ok() || !(*device)->AddSlots(kSlots).ok()) {
     state.SkipWithError("no userfaultfd");
+    return;
+  }
+  if (huge && UffdDevice::FreeHugePages() < (state.range(0) != 0 ? 1u : uint64_t{kSlots})) {
+    state.SkipWithError("too few free 2 MiB huge pages (vm.nr_hugepages)");
     return;
   }
   const size_t bytes = kSlots * kBlockSize;
@@ -148,7 +161,7 @@ void BM_Migrate2MiB(benchmark::State& state) {
   int i = 0;
   for (auto _ : state) {
     const Nanos start = MonotonicNanos();
-    (*device)->CopyIn(i, all, PageMask());
+    if (!(*device)->CopyIn(i, all, PageMask()).ok()) state.SkipWithError("copy");
     const Nanos copied_at = MonotonicNanos();
     copy_ns += copied_at - start;
     if (!(*device)->Map(i, all, /*write_protect=*/true).ok()) state.SkipWithError("map");
@@ -156,6 +169,7 @@ void BM_Migrate2MiB(benchmark::State& state) {
     state.SetIterationTime(static_cast<double>(migrated - start) / 1e9);
     migrate_ns += migrated - start;
     (void)(*device)->Unmap(i, all);
+    if (state.range(0) != 0) (void)(*device)->ReleaseFrame(i);
     const Nanos copy_start = MonotonicNanos();
     std::memcpy(to.data() + i * kBlockSize, from.data() + i * kBlockSize, kBlockSize);
     benchmark::ClobberMemory();
@@ -171,7 +185,7 @@ void BM_Migrate2MiB(benchmark::State& state) {
   state.counters["fraction_of_memcpy"] =
       static_cast<double>(memcpy_ns) / static_cast<double>(std::max<Nanos>(migrate_ns, 1));
 }
-BENCHMARK(BM_Migrate2MiB)->UseManualTime();
+BENCHMARK(BM_Migrate2MiB)->ArgsProduct({{0, 1}, {0, 1}})->UseManualTime();
 
 // The naive alternative, for the record: UFFDIO_COPY of 2 MiB into an
 // anonymous range registered for missing faults, then MADV_DONTNEED.
@@ -209,7 +223,7 @@ class BenchHooks final : public UffdTransfers::Hooks {
  public:
   BenchHooks(UffdDevice& device, bool move_data) : device_(device), move_data_(move_data) {}
   void Copy(const Transfer& t) override {
-    if (move_data_) device_.CopyIn(t.block, t.copy, PageMask());
+    if (move_data_) (void)device_.CopyIn(t.block, t.copy, PageMask());
   }
   void Land(const Transfer& t) override {
     if (move_data_) (void)device_.Map(t.block, t.pages, true);

@@ -88,6 +88,20 @@ class ProgramBuilder {
   const std::vector<Event>& events() const { return events_; }
   VectorSource Source() const { return VectorSource(events_); }
 
+  // One 4 KiB access of a page drawn uniformly from the first `blocks`
+  // blocks, a read or a write as likely: the random traffic of the uffd
+  // stress test and soak. Draws the page, then the kind.
+  template <typename Rng>
+  static Event RandomPageAccess(Rng& rng, int blocks) {
+    Event event;
+    const uint64_t page = rng() % (static_cast<uint64_t>(blocks) * kPagesPerBlock);
+    event.kind = EventKind::kAccess;
+    event.address = kBase + page * kPageSize;
+    event.size = kPageSize;
+    event.access = rng() % 2 ? AccessType::kWrite : AccessType::kRead;
+    return event;
+  }
+
  private:
   ProgramBuilder& Add(EventKind kind, uint64_t address, uint64_t size) {
     Event event;

@@ -61,11 +61,7 @@ class RandomProgram final : public EventSource {
       in_kernel_ = 0;
       return true;
     }
-    const uint64_t page = rng_() % (uint64_t{kBlocks} * kPagesPerBlock);
-    event.kind = EventKind::kAccess;
-    event.address = ProgramBuilder::kBase + page * kPageSize;
-    event.size = kPageSize;
-    event.access = rng_() % 2 ? AccessType::kWrite : AccessType::kRead;
+    event = ProgramBuilder::RandomPageAccess(rng_, kBlocks);
     --left_in_kernel_;
     ++emitted_;
     return true;

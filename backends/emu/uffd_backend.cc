@@ -63,6 +63,11 @@ struct UffdBackend::SlotBits {
   std::atomic<uint64_t> mapped[kMaskWords];
   std::atomic<uint64_t> accessed[kMaskWords];
   std::atomic<uint64_t> dirty[kMaskWords];
+  // Under map_mu_: the slot holds device memory (a frame's page cache), and
+  // how many transfers of its block are submitted and not landed. The frame
+  // is released once nothing is mapped and nothing is in flight.
+  bool holds_memory = false;
+  int in_flight = 0;
 };
 
 namespace {
@@ -117,6 +122,19 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
   std::unique_ptr<UffdBackend> backend(new UffdBackend(device, capacity_frames, options));
   UffdDevice::Options device_options;
   device_options.max_blocks = options.max_blocks;
+  device_options.huge_pages = options.huge_pages;
+  // An unlimited capacity (capacity_frames beyond the range) is checked
+  // frame by frame instead: CopyIn fails cleanly when the pool runs dry.
+  if (options.huge_pages && capacity_frames < options.max_blocks &&
+      UffdDevice::FreeHugePages() < capacity_frames) {
+    // umlab never reserves them itself: the pool is the machine's memory,
+    // taken from everyone else, and needs root.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "backend uffd: huge_pages=true needs %d free 2 MiB huge pages (the capacity) and %d "
+        "are free: as root, sysctl vm.nr_hugepages=%d (more if others use them), or drop "
+        "huge_pages",
+        capacity_frames, UffdDevice::FreeHugePages(), capacity_frames));
+  }
   absl::StatusOr<std::unique_ptr<UffdDevice>> created = UffdDevice::Create(device_options);
   if (!created.ok()) return created.status();
   backend->device_ = std::move(*created);
@@ -217,7 +235,16 @@ absl::Status UffdBackend::Run(EventSource& program, Engine& engine, EventSink* r
   return absl::OkStatus();
 }
 
-absl::Status UffdBackend::CheckAbort(uint64_t& last_progress, Nanos& last_change) {
+UffdBackend::Watch UffdBackend::StartWatch() {
+  Watch watch;
+  watch.progress = progress_.load();
+  watch.since = MonotonicNanos();
+  absl::MutexLock lock(&inbox_mu_);
+  watch.faults = received_;
+  return watch;
+}
+
+absl::Status UffdBackend::CheckAbort(Watch& watch) {
   {
     absl::MutexLock lock(&error_mu_);
     if (!error_.ok()) return error_;
@@ -233,19 +260,49 @@ absl::Status UffdBackend::CheckAbort(uint64_t& last_progress, Nanos& last_change
   }
   const uint64_t progress = progress_.load();
   const Nanos now = MonotonicNanos();
-  if (progress != last_progress) {
-    last_progress = progress;
-    last_change = now;
-  } else if (now - last_change > static_cast<Nanos>(options_.watchdog_s * 1e9)) {
-    absl::MutexLock lock(&inbox_mu_);
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "uffd watchdog: nothing progressed for %.0f s (%d pages with stalled accessors, "
-        "%d fault-buffer entries, %d transfers unfinished); a deadlock in the engine, "
-        "the policy or the backend",
-        options_.watchdog_s, stalled_.size(), fault_buffer_.size(),
-        transfers_ ? transfers_->unfinished() : 0));
+  if (progress != watch.progress) {
+    watch = StartWatch();
+  } else if (now - watch.since > static_cast<Nanos>(options_.watchdog_s * 1e9)) {
+    return WatchdogError(watch);
   }
   return absl::OkStatus();
+}
+
+absl::Status UffdBackend::WatchdogError(const Watch& watch) {
+  // Names the first stalled pages as the program knows them, with what the
+  // device's page table and the engine say of each: a page the engine holds
+  // resident and the device maps, yet whose accessor faults again and again,
+  // is a re-fault livelock; an accessor that stopped faulting is a deadlock.
+  absl::MutexLock engine_lock(&mu_);
+  absl::MutexLock lock(&inbox_mu_);
+  std::vector<uint64_t> pages;
+  for (const auto& [device_page, since] : stalled_) pages.push_back(device_page);
+  std::sort(pages.begin(), pages.end());
+  std::string named;
+  constexpr size_t kNamed = 4;
+  for (size_t i = 0; i < std::min(pages.size(), kNamed); ++i) {
+    const uint64_t slot = pages[i] / kPagesPerBlock;
+    const int index = static_cast<int>(pages[i] % kPagesPerBlock);
+    const BlockNumber block = block_of_slot_[slot].load(std::memory_order_acquire);
+    const BlockState* state = engine_->memory_state().Find(block);
+    const char* engine_says = state == nullptr                ? "unknown"
+                              : state->resident.test(index)  ? "resident"
+                              : state->in_flight.test(index) ? "in flight"
+                                                             : "not resident";
+    absl::StrAppendFormat(&named, "%s%#x (engine: %s; device: %s)", i == 0 ? "" : ", ",
+                          (FirstPageOfBlock(block) + index) * kPageSize, engine_says,
+                          TestBit(bits_[slot].mapped, index) ? "mapped" : "unmapped");
+  }
+  const uint64_t faults = received_ - watch.faults;
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "uffd watchdog: no access completed and no transfer landed for %.0f s, while %d faults "
+      "arrived (%s); %d pages with stalled accessors%s%s; %d fault-buffer entries, %d "
+      "transfers unfinished, %d lost mappings restored",
+      options_.watchdog_s, faults,
+      faults > 0 ? "accessors fault again and again: a re-fault livelock"
+                 : "a deadlock in the engine, the policy or the backend",
+      pages.size(), pages.empty() ? "" : ", first: ", named, fault_buffer_.size(),
+      transfers_ ? transfers_->unfinished() : 0, restored_.load()));
 }
 
 void UffdBackend::RecordProgram(const Event& event) {
@@ -256,10 +313,9 @@ void UffdBackend::RecordProgram(const Event& event) {
 
 absl::Status UffdBackend::Execute(EventSource& program) {
   KernelAssembler assembler(program);
-  uint64_t last_progress = 0;
-  Nanos last_change = MonotonicNanos();
+  Watch watch = StartWatch();
   while (assembler.Next()) {
-    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
     if (assembler.is_kernel()) {
       const Event& kernel_begin = assembler.kernel_begin();
       ranges_.clear();
@@ -320,27 +376,25 @@ absl::Status UffdBackend::Execute(EventSource& program) {
 }
 
 absl::Status UffdBackend::WaitQuiescent() {
-  uint64_t last_progress = progress_.load();
-  Nanos last_change = MonotonicNanos();
+  Watch watch = StartWatch();
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (engine_->Quiescent() && !engine_->servicing()) return absl::OkStatus();
     }
-    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+    if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
     absl::SleepFor(absl::Milliseconds(1));
   }
 }
 
 absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
-  uint64_t last_progress = progress_.load();
-  Nanos last_change = MonotonicNanos();
+  Watch watch = StartWatch();
   const Nanos compute = throttle_.Dilate(begin.duration_ns);
   if (total_accesses_ == 0) {
     // A kernel that touches nothing still takes its time.
     const Nanos end = MonotonicNanos() + compute;
     while (MonotonicNanos() < end) {
-      if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) return s;
+      if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
       SleepPacing(std::min(end, MonotonicNanos() + absl::ToInt64Nanoseconds(kPollInterval)));
     }
     return absl::OkStatus();
@@ -384,7 +438,7 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
       if (running_ != 0) done_cv_.WaitWithTimeout(&kernel_mu_, kPollInterval);
       if (running_ == 0) break;
     }
-    if (absl::Status s = CheckAbort(last_progress, last_change); !s.ok()) {
+    if (absl::Status s = CheckAbort(watch); !s.ok()) {
       kernel_active_.store(false, std::memory_order_relaxed);
       return s;
     }
@@ -531,7 +585,13 @@ void UffdBackend::OnFault(const UffdFault& fault) {
     absl::MutexLock lock(&map_mu_);
     absl::Status s;
     if (TestBit(bits_[slot].mapped, index)) {
-      SetBit(bits_[slot].dirty, index);
+      // A huge frame's protection goes for all its pages at once, so all
+      // of them may be written from now on without a trap: all are dirty.
+      if (options_.huge_pages) {
+        OrMask(bits_[slot].dirty, FullPageMask());
+      } else {
+        SetBit(bits_[slot].dirty, index);
+      }
       s = device_->AllowWrite(device_page * kPageSize);
     } else {
       s = device_->Wake(device_page * kPageSize, kPageSize);  // it faults again, as a miss
@@ -539,6 +599,7 @@ void UffdBackend::OnFault(const UffdFault& fault) {
     if (!s.ok()) Fail(s);
     return;
   }
+  if (TestBit(bits_[slot].mapped, index)) RestoreLostMapping(slot, index);
   uint32_t sm = UINT32_MAX;
   for (int i = 0; i < options_.sms; ++i) {
     if (sms_[i].tid.load(std::memory_order_relaxed) == static_cast<int>(fault.tid)) {
@@ -552,7 +613,8 @@ void UffdBackend::OnFault(const UffdFault& fault) {
   entry.sm = sm;
   entry.exec_id = exec_id_.load(std::memory_order_relaxed);
   entry.time_ns = Now();
-  progress_.fetch_add(1, std::memory_order_relaxed);
+  // Not progress (see CheckAbort): an accessor that faults again and again
+  // on the same page makes none.
   absl::MutexLock lock(&inbox_mu_);
   ++received_;
   stalled_.try_emplace(device_page, entry.time_ns);
@@ -561,6 +623,32 @@ void UffdBackend::OnFault(const UffdFault& fault) {
   }
   inbox_events_.fetch_add(1, std::memory_order_release);
   inbox_cv_.Signal();
+}
+
+void UffdBackend::RestoreLostMapping(uint64_t slot, int index) {
+  // A miss on a page the device maps. Usually a stale message: the accessor
+  // faulted just before the page was mapped, and the replay wakes it. But
+  // the kernel may also take a mapped page's entry away on its own (shared
+  // memory reclaimed to swap, for one): no path of this backend does (Unmap
+  // and ReleaseFrame run under map_mu_ and clear or require clear mapped
+  // bits first), yet the engine would see only a fault on a resident page,
+  // migrate nothing, replay, and the accessor would fault again forever.
+  // Under map_mu_ the bit and the page table agree, so mapping the page
+  // again either finds its entry (stale: nothing to do) or restores it from
+  // the page cache, which still holds the frame's bytes.
+  absl::MutexLock lock(&map_mu_);
+  SlotBits& bits = bits_[slot];
+  if (!TestBit(bits.mapped, index)) return;  // unmapped meanwhile: a real miss
+  // As MapLanded left it: clean pages trap their first write (the dirty
+  // bit); with huge frames, one entry covers the block.
+  const bool write_protect =
+      options_.huge_pages ? !Load(bits.dirty).all() : !TestBit(bits.dirty, index);
+  absl::StatusOr<bool> restored = device_->RestoreMapping(slot, index, write_protect);
+  if (!restored.ok()) {
+    Fail(restored.status());
+  } else if (*restored) {
+    restored_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -739,12 +827,28 @@ void UffdBackend::Migrate(const Transfer& transfer) {
       return;
     }
   }
+  uint64_t slot = 0;
+  FindSlot(transfer.block, slot);
+  {
+    absl::MutexLock lock(&map_mu_);
+    ++bits_[slot].in_flight;
+  }
   transfers_->Submit(transfer, ReadyAt(transfer.not_before));
+}
+
+bool UffdBackend::WholeBlockOrFail(uint64_t slot, const PageMask& pages, const char* what) {
+  if (!options_.huge_pages || pages == FullPageMask()) return true;
+  Fail(absl::FailedPreconditionError(absl::StrFormat(
+      "backend uffd: huge_pages=true maps whole 2 MiB blocks only, and the engine %s %d of "
+      "block %#x's %d pages (this policy or program works on parts of blocks): drop huge_pages",
+      what, pages.count(), block_of_slot_[slot] * kBlockSize, kPagesPerBlock)));
+  return false;
 }
 
 void UffdBackend::UnmapLocked(uint64_t slot, const PageMask& pages) {
   SlotBits& bits = bits_[slot];
   const PageMask mapped = Load(bits.mapped);
+  if ((pages & mapped).any() && !WholeBlockOrFail(slot, pages & mapped, "unmapped")) return;
   const bool had = mapped.any();
   ClearMask(bits.mapped, pages);
   absl::Status s;
@@ -786,6 +890,7 @@ void UffdBackend::Evict(const Transfer& transfer) {
     late_dirty_.fetch_add(late.count(), std::memory_order_relaxed);
     ClearMask(bits_[slot].dirty, transfer.pages);
     ClearMask(bits_[slot].accessed, transfer.pages);
+    ++bits_[slot].in_flight;  // the bytes stay until written back
   }
   queried_dirty_.erase(transfer.block);
   transfers_->Submit(writeback, ReadyAt(transfer.not_before));
@@ -798,6 +903,17 @@ void UffdBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   UnmapLocked(slot, pages);
   ClearMask(bits_[slot].dirty, pages);
   ClearMask(bits_[slot].accessed, pages);
+  MaybeReleaseLocked(slot);
+}
+
+void UffdBackend::MaybeReleaseLocked(uint64_t slot) {
+  SlotBits& bits = bits_[slot];
+  if (!bits.holds_memory || bits.in_flight > 0 || Load(bits.mapped).any()) return;
+  // The frame's memory is at its fullest just before it goes.
+  peak_device_bytes_ = std::max(peak_device_bytes_, device_->DeviceBytesAllocated());
+  if (absl::Status s = device_->ReleaseFrame(slot); !s.ok()) Fail(s);
+  bits.holds_memory = false;
+  --frames_held_;
 }
 
 PageUse UffdBackend::QueryUse(BlockNumber block) const {
@@ -812,19 +928,33 @@ PageUse UffdBackend::QueryUse(BlockNumber block) const {
 void UffdBackend::Copy(const Transfer& transfer) {
   uint64_t slot = 0;
   if (!FindSlot(transfer.block, slot)) return;
+  absl::Status s;
   if (transfer.kind == TransferKind::kEviction) {
-    device_->CopyOut(slot, transfer.copy);
+    s = device_->CopyOut(slot, transfer.copy);
   } else {
-    device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
+    {
+      absl::MutexLock lock(&map_mu_);
+      if (!bits_[slot].holds_memory) {
+        bits_[slot].holds_memory = true;
+        peak_frames_held_ = std::max(peak_frames_held_, ++frames_held_);
+      }
+    }
+    s = device_->CopyIn(slot, transfer.copy, transfer.pages & ~transfer.copy);
   }
+  if (!s.ok()) Fail(s);
 }
 
 void UffdBackend::Land(const Transfer& transfer) {
-  if (transfer.kind == TransferKind::kEviction) return;
   uint64_t slot = 0;
   if (!FindSlot(transfer.block, slot)) return;
-  SlotBits& bits = bits_[slot];
   absl::MutexLock lock(&map_mu_);
+  if (transfer.kind != TransferKind::kEviction) MapLanded(transfer, slot);
+  --bits_[slot].in_flight;
+  MaybeReleaseLocked(slot);
+}
+
+void UffdBackend::MapLanded(const Transfer& transfer, uint64_t slot) {
+  SlotBits& bits = bits_[slot];
   const PageMask mapped = Load(bits.mapped);
   if (mapped.none()) {
     if (mapped_frames_ >= capacity_frames_) {
@@ -836,14 +966,22 @@ void UffdBackend::Land(const Transfer& transfer) {
     ++mapped_frames_;
   }
   const PageMask pages = transfer.pages & ~mapped;
+  if (!WholeBlockOrFail(slot, pages, "migrated")) return;
   // Zero-filled pages hold the only valid copy from now on: dirty at once,
   // and mapped writable. Copied pages are clean until their first write.
   const PageMask zeroed = pages & ~transfer.copy;
   ClearMask(bits.accessed, pages);
   ClearMask(bits.dirty, pages & transfer.copy);
   OrMask(bits.dirty, zeroed);
-  absl::Status s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
-  if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  absl::Status s;
+  if (options_.huge_pages) {
+    // One PMD: write-protected if any page is a clean copy (its first
+    // write must trap), writable if all were zero-filled (all dirty).
+    s = device_->Map(slot, pages, /*write_protect=*/(pages & transfer.copy).any());
+  } else {
+    s = device_->Map(slot, pages & transfer.copy, /*write_protect=*/true);
+    if (s.ok()) s = device_->Map(slot, zeroed, /*write_protect=*/false);
+  }
   if (!s.ok()) {
     Fail(s);
     return;
@@ -889,10 +1027,19 @@ UffdCounters UffdBackend::counters() const {
   }
   c.write_protect_faults = wp_faults_.load();
   c.late_dirty_pages = late_dirty_.load();
+  c.restored_mappings = restored_.load();
   c.pages_checked = verifier_.pages_checked();
   c.corrupted_words = verifier_.corrupted_words();
   c.zeroed_pages_read = verifier_.zeroed_pages_read();
   c.slots = device_ ? device_->slots() : 0;
+  c.huge_frames = options_.huge_pages;
+  {
+    absl::MutexLock lock(&map_mu_);
+    c.frames_held = frames_held_;
+    c.peak_frames_held = peak_frames_held_;
+    c.peak_device_bytes = peak_device_bytes_;
+  }
+  c.device_bytes = device_ ? device_->DeviceBytesAllocated() : 0;
   return c;
 }
 
@@ -921,6 +1068,9 @@ UMLAB_REGISTER_BACKEND(
           "fail when nothing progresses for this many seconds", ParamRange::Positive()},
          {"max_gib", ParamType::kInt, "64", "size of the device address range, GiB",
           ParamRange::Closed(1, 1 << 20)},
+         {"huge_pages", ParamType::kBool, "false",
+          "frames are 2 MiB hugetlb pages, mapped whole (fast migration; needs "
+          "vm.nr_hugepages >= capacity and a whole-block policy)"},
      },
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -930,6 +1080,7 @@ UMLAB_REGISTER_BACKEND(
        options.verify = params.Bool("verify");
        options.sms = static_cast<int>(params.Int("sms"));
        options.watchdog_s = params.Double("watchdog_s");
+       options.huge_pages = params.Bool("huge_pages");
        const int64_t gib = params.Int("max_gib");
        options.max_blocks = static_cast<uint64_t>(gib) * (1 << 30) / kBlockSize;
        absl::StatusOr<std::unique_ptr<UffdBackend>> backend =

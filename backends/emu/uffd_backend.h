@@ -59,6 +59,12 @@ struct UffdOptions {
   int sms = 8;               // SM threads
   double watchdog_s = 120;   // fail when nothing progresses this long
   uint64_t max_blocks = 32768;
+  // Device frames are 2 MiB hugetlb pages (UffdDevice's huge frames): one
+  // PMD per migration instead of 512 PTEs. Needs the capacity's worth of
+  // free pages in vm.nr_hugepages and a policy that migrates, evicts and
+  // invalidates whole blocks only; a partial one fails the run. Dirty bits
+  // are per 2 MiB: a frame's first write marks all its pages dirty.
+  bool huge_pages = false;
 };
 
 // What the uffd backend counted beyond RunStats.
@@ -66,10 +72,21 @@ struct UffdCounters {
   uint64_t received_faults = 0;  // fault messages, including dropped ones
   uint64_t write_protect_faults = 0;  // first writes (dirty-bit traps)
   uint64_t late_dirty_pages = 0;  // written between QueryUse and unmap; written back
+  // Mapped pages whose page-table entry the kernel had dropped on its own,
+  // found by a fault and mapped again (RestoreLostMapping); 0 normally.
+  uint64_t restored_mappings = 0;
   uint64_t pages_checked = 0;
   uint64_t corrupted_words = 0;
   uint64_t zeroed_pages_read = 0;  // data pages read back as zeroes (dropped)
   uint64_t slots = 0;
+  bool huge_frames = false;  // which path ran: hugetlb frames, or 4 KiB pages
+  // Device memory: frames whose slot holds page cache (now and at most),
+  // and the memfd's allocated bytes (now, and at most as sampled whenever a
+  // frame is released, when it is fullest).
+  uint64_t frames_held = 0;
+  uint64_t peak_frames_held = 0;
+  uint64_t device_bytes = 0;
+  uint64_t peak_device_bytes = 0;
 };
 
 class UffdBackend final : public Backend, private UffdTransfers::Hooks {
@@ -97,7 +114,8 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // Fault entry (the reader's receipt) to the replay that woke it, per
   // replayed page, in ns; at most the first 2^20.
   std::vector<Nanos> service_latencies() const;
-  // Page accesses done so far (tests use it to know a run is under way).
+  // Page accesses done plus transfers landed so far (tests use it to know a
+  // run is under way).
   uint64_t progress() const { return progress_.load(); }
 
  private:
@@ -126,9 +144,20 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   absl::Status Execute(EventSource& program);
   absl::Status ExecuteKernel(const Event& begin);
   absl::Status Teardown();
+  // The watchdog's view: progress is page accesses completed plus
+  // transfers landed, never faults received (an accessor that faults on
+  // the same page forever must not look like progress).
+  struct Watch {
+    uint64_t progress = 0;
+    uint64_t faults = 0;  // received_ when progress last moved
+    Nanos since = 0;      // MonotonicNanos
+  };
+  Watch StartWatch();
   // Stops waiting: an error elsewhere, SIGINT, the engine's deadlock check,
   // or the watchdog. Called by the run thread while it waits.
-  absl::Status CheckAbort(uint64_t& last_progress, Nanos& last_change);
+  absl::Status CheckAbort(Watch& watch);
+  // The watchdog's one-line error, naming the first stalled pages.
+  absl::Status WatchdogError(const Watch& watch);
   absl::Status WaitQuiescent();
   void RecordProgram(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -143,6 +172,9 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   void RunShare(int index);
   void Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
   void OnFault(const UffdFault& fault);
+  // A miss on a page whose mapped bit is set: maps it again if the kernel
+  // dropped its entry (see the .cc).
+  void RestoreLostMapping(uint64_t slot, int index);
   void ServiceLoop();
   // The service thread has something to do.
   bool ServiceReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
@@ -164,6 +196,14 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // Page-table bits.
   PageMask Load(const std::atomic<uint64_t>* words) const;
   void UnmapLocked(uint64_t slot, const PageMask& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
+  // Huge frames: fails the run (and returns false) unless `pages` of the
+  // block are the whole block, naming `what` the engine asked for.
+  bool WholeBlockOrFail(uint64_t slot, const PageMask& pages, const char* what);
+  // A migration's link time is over: map its pages.
+  void MapLanded(const Transfer& transfer, uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
+  // Frees the slot's device memory if it holds some and nothing of it is
+  // mapped or in flight (its block gave up its frame).
+  void MaybeReleaseLocked(uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
 
   uint64_t capacity_frames_;
   UffdOptions options_;
@@ -193,8 +233,11 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   mutable absl::flat_hash_map<BlockNumber, PageMask> queried_dirty_;  // under mu_
 
   // Device page-table changes, and the dirty bits they race with.
-  absl::Mutex map_mu_;
+  mutable absl::Mutex map_mu_;
   uint64_t mapped_frames_ ABSL_GUARDED_BY(map_mu_) = 0;
+  uint64_t frames_held_ ABSL_GUARDED_BY(map_mu_) = 0;  // slots holding device memory
+  uint64_t peak_frames_held_ ABSL_GUARDED_BY(map_mu_) = 0;
+  uint64_t peak_device_bytes_ ABSL_GUARDED_BY(map_mu_) = 0;
 
   // What the reader, the workers and the service loop exchange.
   mutable absl::Mutex inbox_mu_;
@@ -237,6 +280,7 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   std::atomic<uint64_t> progress_{0};
   std::atomic<uint64_t> wp_faults_{0};
   std::atomic<uint64_t> late_dirty_{0};
+  std::atomic<uint64_t> restored_{0};
   mutable absl::Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 };

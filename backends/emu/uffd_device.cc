@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,6 +23,9 @@
 // Linux 6.5 added write-protected UFFDIO_CONTINUE; older headers lack it.
 #ifndef UFFDIO_CONTINUE_MODE_WP
 #define UFFDIO_CONTINUE_MODE_WP ((__u64)1 << 1)
+#endif
+#ifndef MFD_HUGE_2MB
+#define MFD_HUGE_2MB (21U << 26)  // log2(2 MiB) << MFD_HUGE_SHIFT
 #endif
 
 namespace umlab {
@@ -102,8 +106,10 @@ absl::Status UffdDevice::Init() {
   }
   uffdio_api api{};
   api.api = UFFD_API;
-  api.features = UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_WP_HUGETLBFS_SHMEM |
-                 UFFD_FEATURE_THREAD_ID;
+  api.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_THREAD_ID |
+                 (options_.huge_pages
+                      ? UFFD_FEATURE_MISSING_HUGETLBFS | UFFD_FEATURE_MINOR_HUGETLBFS
+                      : UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_MINOR_SHMEM);
   if (ioctl(uffd_, UFFDIO_API, &api) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "userfaultfd here lacks minor faults or write protection on shared memory "
@@ -111,7 +117,8 @@ absl::Status UffdDevice::Init() {
         ErrnoText(errno)));
   }
   const uint64_t bytes = range_bytes();
-  device_fd_ = memfd_create(options_.name.c_str(), MFD_CLOEXEC);
+  device_fd_ = memfd_create(options_.name.c_str(),
+                            MFD_CLOEXEC | (options_.huge_pages ? MFD_HUGETLB | MFD_HUGE_2MB : 0));
   host_fd_ = memfd_create((options_.name + "-host").c_str(), MFD_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (device_fd_ < 0 || host_fd_ < 0 || stop_fd_ < 0) return ErrnoStatus("memfd/eventfd");
@@ -124,15 +131,23 @@ absl::Status UffdDevice::Init() {
     return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
   };
   device_ = map(device_fd_);
-  staging_ = map(device_fd_);
   host_ = map(host_fd_);
-  if (device_ == nullptr || staging_ == nullptr || host_ == nullptr) {
+  // Read-only anonymous memory reads as the shared zero page: a source of
+  // zeroes for zero-filled pages that costs no memory.
+  void* zeroes = mmap(nullptr, kBlockSize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  zeroes_ = zeroes == MAP_FAILED ? nullptr : static_cast<char*>(zeroes);
+  if (options_.huge_pages) staging_ = map(device_fd_);
+  if (device_ == nullptr || host_ == nullptr || zeroes_ == nullptr ||
+      (options_.huge_pages && staging_ == nullptr)) {
     return ErrnoStatus("mapping the device range");
   }
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(device_);
   reg.range.len = bytes;
-  reg.mode = UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
+  // MISSING as well as MINOR: a page of a frame that holds no memory (never
+  // migrated, or released) has no page in the page cache, and a touch must
+  // fault rather than let the kernel fill it with zeroes.
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
   if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
     return ErrnoStatus("registering the device range");
   }
@@ -143,9 +158,10 @@ UffdDevice::~UffdDevice() {
   StopReader();
   Release();
   const uint64_t bytes = range_bytes();
-  for (char* p : {device_, staging_, host_}) {
+  for (char* p : {device_, host_, staging_}) {
     if (p != nullptr) munmap(p, bytes);
   }
+  if (zeroes_ != nullptr) munmap(zeroes_, kBlockSize);
   for (int fd : {device_fd_, host_fd_, stop_fd_}) {
     if (fd >= 0) close(fd);
   }
@@ -160,39 +176,132 @@ absl::Status UffdDevice::AddSlots(uint64_t count) {
   }
   const uint64_t offset = slots_ * kBlockSize;
   const uint64_t length = count * kBlockSize;
-  // Allocates the device pages (in the page cache, through the alias, which
-  // raises no userfaults) and the host pages.
-  if (madvise(staging_ + offset, length, MADV_POPULATE_WRITE) != 0 ||
-      madvise(host_ + offset, length, MADV_POPULATE_WRITE) != 0) {
+  // The host copies only: each is a page's home for the whole run. Device
+  // memory is allocated when bytes are copied in, and released per frame.
+  if (madvise(host_ + offset, length, MADV_POPULATE_WRITE) != 0) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "uffd device: cannot allocate %d MiB of device and host memory: %s", 2 * length >> 20,
+        "uffd device: cannot allocate %d MiB of host memory: %s", length >> 20,
         ErrnoText(errno)));
   }
   slots_ += count;
   return absl::OkStatus();
 }
 
-void UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
-  const uint64_t base = slot * kBlockSize;
-  ForEachPageRun(copy, [&](int first, int count) {
-    std::memcpy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
-                count * kPageSize);
-  });
-  ForEachPageRun(zero, [&](int first, int count) {
-    std::memset(staging_ + base + first * kPageSize, 0, count * kPageSize);
-  });
+namespace {
+
+// pwrite/pread of a whole run, across short transfers. The device memfd is
+// written through the file, not a mapping: a write allocates the page-cache
+// pages it fills without zeroing them first and installs no page-table
+// entries, where a store through a mapping would take a page fault per
+// fresh page.
+absl::Status TransferAll(bool write, int fd, char* buffer, uint64_t length, uint64_t offset) {
+  while (length > 0) {
+    const ssize_t done =
+        write ? pwrite(fd, buffer, length, static_cast<off_t>(offset))
+              : pread(fd, buffer, length, static_cast<off_t>(offset));
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "uffd device: %s of %d bytes of device memory: %s (out of memory?)",
+          write ? "writing" : "reading", length, ErrnoText(done < 0 ? errno : EIO)));
+    }
+    buffer += done;
+    offset += static_cast<uint64_t>(done);
+    length -= static_cast<uint64_t>(done);
+  }
+  return absl::OkStatus();
 }
 
-void UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
+}  // namespace
+
+uint64_t UffdDevice::FreeHugePages() {
+  uint64_t free = 0;
+  if (FILE* f = std::fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r")) {
+    unsigned long long value = 0;
+    if (std::fscanf(f, "%llu", &value) == 1) free = value;
+    std::fclose(f);
+  }
+  return free;
+}
+
+absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
   const uint64_t base = slot * kBlockSize;
-  ForEachPageRun(pages, [&](int first, int count) {
-    std::memcpy(host_ + base + first * kPageSize, staging_ + base + first * kPageSize,
-                count * kPageSize);
+  if (options_.huge_pages) {
+    // Takes the frame's huge page from the pool if it has none (a no-op
+    // otherwise): ENOSPC here is an error, where a store would be SIGBUS.
+    if (fallocate(device_fd_, 0, static_cast<off_t>(base), static_cast<off_t>(kBlockSize)) != 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "uffd device: no free 2 MiB huge page for a frame (%s; %d free): reserve more "
+          "with vm.nr_hugepages, or run with huge_pages=off",
+          ErrnoText(errno), FreeHugePages()));
+    }
+    ForEachPageRun(copy, [&](int first, int count) {
+      std::memcpy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
+                  count * kPageSize);
+    });
+    ForEachPageRun(zero, [&](int first, int count) {
+      std::memset(staging_ + base + first * kPageSize, 0, count * kPageSize);
+    });
+    return absl::OkStatus();
+  }
+  absl::Status status;
+  ForEachPageRun(copy, [&](int first, int count) {
+    if (status.ok()) {
+      status = TransferAll(true, device_fd_, host_ + base + first * kPageSize,
+                           count * kPageSize, base + first * kPageSize);
+    }
   });
+  ForEachPageRun(zero, [&](int first, int count) {
+    if (status.ok()) {
+      status = TransferAll(true, device_fd_, zeroes_, count * kPageSize, base + first * kPageSize);
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
+  const uint64_t base = slot * kBlockSize;
+  if (options_.huge_pages) {
+    ForEachPageRun(pages, [&](int first, int count) {
+      std::memcpy(host_ + base + first * kPageSize, staging_ + base + first * kPageSize,
+                  count * kPageSize);
+    });
+    return absl::OkStatus();
+  }
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (status.ok()) {
+      status = TransferAll(false, device_fd_, host_ + base + first * kPageSize,
+                           count * kPageSize, base + first * kPageSize);
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::ReleaseFrame(uint64_t slot) {
+  if (fallocate(device_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                static_cast<off_t>(slot * kBlockSize), static_cast<off_t>(kBlockSize)) != 0) {
+    return ErrnoStatus("releasing a frame (fallocate PUNCH_HOLE)");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t UffdDevice::DeviceBytesAllocated() const {
+  struct stat st {};
+  if (fstat(device_fd_, &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+absl::Status UffdDevice::RequireWholeBlock(const PageMask& pages, const char* what) const {
+  if (!options_.huge_pages || pages == FullPageMask()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "uffd device: huge frames %s whole 2 MiB blocks only (%d of %d pages asked)", what,
+      pages.count(), kPagesPerBlock));
 }
 
 absl::Status UffdDevice::Map(uint64_t slot, const PageMask& pages, bool write_protect) {
   if (uffd_ < 0) return absl::OkStatus();  // released: nothing faults any more
+  if (absl::Status s = RequireWholeBlock(pages, "map"); !s.ok()) return s;
   absl::Status status;
   ForEachPageRun(pages, [&](int first, int count) {
     uint64_t start = reinterpret_cast<uint64_t>(DevicePage(slot, first));
@@ -217,7 +326,29 @@ absl::Status UffdDevice::Map(uint64_t slot, const PageMask& pages, bool write_pr
   return status;
 }
 
+absl::StatusOr<bool> UffdDevice::RestoreMapping(uint64_t slot, int page, bool write_protect) {
+  if (uffd_ < 0) return false;
+  const uint64_t length = options_.huge_pages ? kBlockSize : kPageSize;
+  const uint64_t start =
+      reinterpret_cast<uint64_t>(options_.huge_pages ? DevicePage(slot, 0) : DevicePage(slot, page));
+  for (;;) {
+    uffdio_continue request{};
+    request.range.start = start;
+    request.range.len = length;
+    request.mode = UFFDIO_CONTINUE_MODE_DONTWAKE | (write_protect ? UFFDIO_CONTINUE_MODE_WP : 0);
+    if (ioctl(uffd_, UFFDIO_CONTINUE, &request) == 0) return true;
+    if (errno == EEXIST) return false;  // the entry is there
+    if (errno != EAGAIN) {
+      return ErrnoStatus(absl::StrFormat(
+          "restoring the mapping of slot %d page %d (UFFDIO_CONTINUE; a mapped page with no "
+          "device memory behind it)",
+          slot, page));
+    }
+  }
+}
+
 absl::Status UffdDevice::Unmap(uint64_t slot, const PageMask& pages) {
+  if (absl::Status s = RequireWholeBlock(pages, "unmap"); !s.ok()) return s;
   absl::Status status;
   ForEachPageRun(pages, [&](int first, int count) {
     if (madvise(DevicePage(slot, first), count * kPageSize, MADV_DONTNEED) != 0 &&
@@ -238,8 +369,10 @@ absl::Status UffdDevice::Wake(uint64_t offset, uint64_t length) {
 absl::Status UffdDevice::AllowWrite(uint64_t offset) {
   if (uffd_ < 0) return absl::OkStatus();
   uffdio_writeprotect request{};
-  request.range.start = reinterpret_cast<uint64_t>(device_) + (offset & ~(kPageSize - 1));
-  request.range.len = kPageSize;
+  // A huge frame is one PMD: its protection is all or nothing.
+  const uint64_t unit = options_.huge_pages ? kBlockSize : kPageSize;
+  request.range.start = reinterpret_cast<uint64_t>(device_) + (offset & ~(unit - 1));
+  request.range.len = unit;
   request.mode = 0;  // lift protection and wake
   if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
     return ErrnoStatus("UFFDIO_WRITEPROTECT");

@@ -1,33 +1,45 @@
 // The userfaultfd "device": a range of this process that stands for GPU
 // memory, with real page faults.
 //
-// Layout. Device memory is a memfd (shared memory) mapped twice:
-//   - the device range, registered with userfaultfd in MINOR and
-//     write-protect mode. The threads that play SMs touch it;
-//   - a staging alias of the same memfd, not registered, through which the
-//     emulator writes a block's bytes before mapping them.
-// A second memfd is the host backing store, each page's home copy.
-// Device memory is cut into 2 MiB slots; the backend gives each program
-// block a slot.
+// Layout. Device memory is a memfd (shared memory) mapped once, as the
+// device range, registered with userfaultfd in MISSING, MINOR and
+// write-protect mode; the threads that play SMs touch it. The emulator
+// writes and reads its bytes through the file (pwrite/pread), never through
+// a mapping. A second memfd, mapped, is the host backing store, each page's
+// home copy. Device memory is cut into 2 MiB slots; the backend gives each
+// program block a slot.
 //
-// Why minor faults: a page's bytes are in the memfd's page cache all along,
-// and "mapped on the device" means only that the device range has a page
-// table entry for it. Migrating is then memcpy into the alias plus one
-// UFFDIO_CONTINUE that installs up to 512 entries, which is most of memcpy's
-// speed; UFFDIO_COPY allocates and copies page by page and reaches about a
-// quarter. Unmapping is MADV_DONTNEED on the device range: it drops the page
-// table entries and keeps the bytes, so an eviction can unmap first (every
-// later touch faults) and write back from the alias afterwards with no
-// writer racing it.
+// Why minor faults: while a block holds a frame its bytes are in the
+// memfd's page cache, and "mapped on the device" means only that the device
+// range has a page table entry for them. Migrating is then a pwrite into the
+// page cache plus one UFFDIO_CONTINUE that installs up to 512 entries, which
+// is most of memcpy's speed; UFFDIO_COPY allocates and copies page by page
+// and reaches about a quarter. Unmapping is MADV_DONTNEED on the device
+// range: it drops the page table entries and keeps the bytes, so an
+// eviction can unmap first (every later touch faults) and write back from
+// the page cache afterwards with no writer racing it.
 //
 // Read and write faults are told apart by the kernel's fault flags. Pages
 // are mapped write-protected so that the first write to each traps
 // (UFFD_PAGEFAULT_FLAG_WP): that is the device's dirty bit, set before the
 // write can happen.
 //
-// Physical memory: the page cache keeps a copy of every slot used, so the
-// process holds about twice the program's footprint. The capacity limit is
-// on mapped 2 MiB frames, which the backend enforces.
+// Physical memory: the host copies (the program's footprint) plus the page
+// cache of the slots that hold a frame. The backend releases a slot's page
+// cache (ReleaseFrame) when its block gives up its frame, so device memory
+// stays within the capacity. A touch of a slot page with no page cache is a
+// MISSING fault, serviced like a minor one.
+//
+// Huge frames (Options::huge_pages): device memory is a hugetlb memfd of
+// 2 MiB pages instead, so a frame is one huge page and one UFFDIO_CONTINUE
+// maps it with a single PMD (about 3 us where 512 PTEs take 170-350 us).
+// hugetlbfs has no write(), so bytes go through an unregistered alias
+// mapping (memcpy), and a frame's huge page is allocated by fallocate first,
+// which fails cleanly when the pool is empty where a store would SIGBUS.
+// The page table then has 2 MiB granularity: Map and Unmap take whole
+// blocks only, and AllowWrite lifts the protection of the whole frame. The
+// pages come from the pool reserved in vm.nr_hugepages (2 MiB size), which
+// this class never changes.
 #ifndef UMLAB_BACKENDS_EMU_UFFD_DEVICE_H_
 #define UMLAB_BACKENDS_EMU_UFFD_DEVICE_H_
 
@@ -57,7 +69,11 @@ class UffdDevice {
   struct Options {
     uint64_t max_blocks = 32768;  // device range size, in 2 MiB slots (64 GiB)
     std::string name = "umlab-uffd";
+    bool huge_pages = false;  // hugetlb frames, whole blocks only (see above)
   };
+
+  // 2 MiB hugetlb pages free in the system's pool now (0 if unknown).
+  static uint64_t FreeHugePages();
 
   // How a userfaultfd descriptor is obtained: through the syscall
   // (`device_node` false) or /dev/userfaultfd (true). Returns the descriptor
@@ -73,8 +89,8 @@ class UffdDevice {
   UffdDevice(const UffdDevice&) = delete;
   UffdDevice& operator=(const UffdDevice&) = delete;
 
-  // Makes `count` more slots usable: allocates their device pages and their
-  // host copies up front, so that transfers never pay for page allocation.
+  // Makes `count` more slots usable: allocates their host copies up front.
+  // Their device memory is allocated by CopyIn and freed by ReleaseFrame.
   absl::Status AddSlots(uint64_t count);
   uint64_t slots() const { return slots_; }
 
@@ -83,22 +99,36 @@ class UffdDevice {
     return device_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
   }
   uint64_t range_bytes() const { return options_.max_blocks * kBlockSize; }
+  bool huge_pages() const { return options_.huge_pages; }
 
-  // --- Data movement (host <-> the staging alias); no page table change ---
-  // Host copy -> device pages for `copy`, zeroes for `zero`.
-  void CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero);
+  // --- Data movement (host <-> device memory); no page table change ---
+  // Host copy -> device pages for `copy`, zeroes for `zero`. Allocates the
+  // device pages that hold no memory. Fails only when memory runs out.
+  absl::Status CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero);
   // Device pages -> host copy.
-  void CopyOut(uint64_t slot, const PageMask& pages);
+  absl::Status CopyOut(uint64_t slot, const PageMask& pages);
+  // Frees the slot's device memory (none of it may be mapped): its bytes are
+  // gone, and the next CopyIn allocates afresh.
+  absl::Status ReleaseFrame(uint64_t slot);
+  // Device memory allocated now, as the kernel counts it (the memfd's
+  // blocks): what the frames really occupy.
+  uint64_t DeviceBytesAllocated() const;
 
   // --- The device page table ---
   // Maps `pages` (none may be mapped), write-protected if asked. Does not
-  // wake anyone: stalled accessors wait for a replay.
+  // wake anyone: stalled accessors wait for a replay. With huge frames,
+  // `pages` must be the whole block (InvalidArgument otherwise), for Unmap too.
   absl::Status Map(uint64_t slot, const PageMask& pages, bool write_protect);
+  // Maps one page that the caller believes mapped (with huge frames, its
+  // whole frame): true if its entry was missing and is now restored from
+  // device memory, false if it was there. Does not wake anyone.
+  absl::StatusOr<bool> RestoreMapping(uint64_t slot, int page, bool write_protect);
   // Unmaps `pages`; their bytes stay in device memory. The next touch faults.
   absl::Status Unmap(uint64_t slot, const PageMask& pages);
   // Lets the stalled accessors of [offset, offset + length) retry.
   absl::Status Wake(uint64_t offset, uint64_t length);
-  // Lifts write protection on one mapped page and wakes its writers.
+  // Lifts write protection on one mapped page (with huge frames: on its
+  // whole frame) and wakes its writers.
   absl::Status AllowWrite(uint64_t offset);
 
   // --- Faults ---
@@ -123,6 +153,8 @@ class UffdDevice {
  private:
   explicit UffdDevice(const Options& options) : options_(options) {}
   absl::Status Init();
+  // Whole-block check for the huge-frame page table.
+  absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;
   void ReaderLoop();
   // One read() of up to 64 messages, each passed to handler_. Returns the
   // number of messages, or -errno (-EAGAIN: none queued).
@@ -134,8 +166,9 @@ class UffdDevice {
   int host_fd_ = -1;
   int stop_fd_ = -1;  // eventfd that stops the reader
   char* device_ = nullptr;
-  char* staging_ = nullptr;
   char* host_ = nullptr;
+  char* zeroes_ = nullptr;  // 2 MiB that read as zero
+  char* staging_ = nullptr;  // huge frames only: unregistered alias of device memory
   uint64_t slots_ = 0;
   std::function<void(const UffdFault&)> handler_;  // set before the reader starts
   std::thread reader_;

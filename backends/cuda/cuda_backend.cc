@@ -421,9 +421,9 @@ void CudaBackend::ServeEngine() {
   engine_->Finish();
 }
 
-void CudaBackend::LogRecord(const UnifiedMemoryRecord& record) {
+void CudaBackend::LogRecord(const UnifiedMemoryRecord& record,
+                            const std::optional<uint64_t>& program) {
   if (record_log_ == nullptr) return;
-  const std::optional<uint64_t> program = segments_.ToProgram(record.address);
   const auto since_start = [this](uint64_t t) -> int64_t {
     return t == 0 ? -1 : static_cast<int64_t>(t - cupti_start_);
   };
@@ -459,10 +459,15 @@ absl::Status CudaBackend::Poll(bool flush) {
   auto arrived = [&](BlockNumber block) {
     if (seen.insert(block).second) faulted.push_back(block);
   };
+  // Every block a transfer record's bytes cover.
+  auto for_each_block = [](uint64_t address, uint64_t bytes, auto&& visit) {
+    const BlockNumber last = BlockOfAddress(address + bytes - 1);
+    for (BlockNumber block = BlockOfAddress(address); block <= last; ++block) visit(block);
+  };
   for (const UnifiedMemoryRecord& record : records_) {
-    LogRecord(record);
     Bin& bin = bins_[std::min(IterationOf(record.start_ns), bins_.size() - 1)];
     const std::optional<uint64_t> address = segments_.ToProgram(record.address);
+    LogRecord(record, address);
     switch (record.kind) {
       case UnifiedMemoryRecord::Kind::kThrashing:
         ++thrashing_detections_;
@@ -478,11 +483,10 @@ absl::Status CudaBackend::Poll(bool flush) {
         // engine's own prefetches (cause user) it knows of already.
         if (address.has_value() && record.value > 0 &&
             record.cause != UnifiedMemoryRecord::Cause::kUser) {
-          const BlockNumber last = BlockOfAddress(*address + record.value - 1);
-          for (BlockNumber block = BlockOfAddress(*address); block <= last; ++block) {
+          for_each_block(*address, record.value, [&](BlockNumber block) {
             const BlockState* state = engine_->memory_state().Find(block);
             if (state == nullptr || !state->has_frame) arrived(block);
-          }
+          });
         }
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost:
@@ -491,10 +495,8 @@ absl::Status CudaBackend::Poll(bool flush) {
         // with cause user and the engine has let go of it already.
         if (options_.memory == MemoryMode::kDriver && address.has_value() && record.value > 0 &&
             record.cause != UnifiedMemoryRecord::Cause::kUser) {
-          const BlockNumber last = BlockOfAddress(*address + record.value - 1);
-          for (BlockNumber block = BlockOfAddress(*address); block <= last; ++block) {
-            engine_->OnDeviceEvicted(block);
-          }
+          for_each_block(*address, record.value,
+                         [&](BlockNumber block) { engine_->OnDeviceEvicted(block); });
         }
         continue;
       case UnifiedMemoryRecord::Kind::kGpuPageFault:

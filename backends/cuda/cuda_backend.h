@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,7 +123,8 @@ class CudaBackend final : public Backend {
   // The managed memory behind `pages` of `block`, one span per run.
   std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
   size_t IterationOf(uint64_t cupti_timestamp) const;
-  void LogRecord(const UnifiedMemoryRecord& record);
+  // `program` is the record's address in the program, if it is the program's.
+  void LogRecord(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program);
   void FillStatistics();
   // Records the first error of either thread and stops both.
   void Fail(absl::Status status);

@@ -337,7 +337,9 @@ TEST(DnnWorkloadTest, EmbeddingRowsChangeEveryIterationButNotAcrossRuns) {
 
 TEST(DnnWorkloadTest, RejectsBadParameters) {
   for (const char* spec : {"gpt2-xl:batch=0", "gpt2-small:seq=2048", "bert-base:precision=fp8",
-                           "resnet50:optimizer=lamb", "vit-b:image=100", "dlrm:zipf=0"}) {
+                           "resnet50:optimizer=lamb", "vit-b:image=100", "dlrm:zipf=0",
+                           "mlp:layers=0", "mlp:precision=fp8", "mlp:optimizer=lamb",
+                           "mlp:batch=-1", "mlp:iterations=0", "mlp:hidden=1000000000"}) {
     absl::StatusOr<std::unique_ptr<Workload>> workload =
         Workloads().Create(spec, ComputeSpec{});
     EXPECT_EQ(workload.status().code(), absl::StatusCode::kInvalidArgument) << spec;

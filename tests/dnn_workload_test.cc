@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workload_events.h"
 #include "core/memory_units.h"
 #include "workloads/dnn/dnn_workload.h"
 #include "workloads/workload.h"
@@ -21,20 +22,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<Workload> Make(const std::string& spec) {
-  absl::StatusOr<std::unique_ptr<Workload>> workload = Workloads().Create(spec, ComputeSpec{});
-  EXPECT_TRUE(workload.ok()) << spec << ": " << workload.status();
-  return workload.ok() ? std::move(*workload) : nullptr;
-}
+using ::umlab::testing::Drain;
 
-std::vector<Event> Drain(const Workload& workload) {
-  std::unique_ptr<EventSource> source = workload.Open();
-  std::vector<Event> events;
-  Event event;
-  while (source->Next(event)) events.push_back(event);
-  EXPECT_TRUE(source->status().ok()) << source->status();
-  return events;
-}
+std::unique_ptr<Workload> Make(const std::string& spec) { return testing::MakeWorkload(spec); }
 
 // Trainable parameters as the reference implementations count them
 // (sum(p.numel() for p in model.parameters())).

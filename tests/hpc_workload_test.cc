@@ -7,22 +7,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/workload_events.h"
 #include "workloads/workload.h"
 
 namespace umlab {
 namespace {
 
-std::vector<Event> Drain(const std::string& spec) {
-  absl::StatusOr<std::unique_ptr<Workload>> workload = Workloads().Create(spec, ComputeSpec{});
-  EXPECT_TRUE(workload.ok()) << spec << ": " << workload.status();
-  std::vector<Event> events;
-  if (!workload.ok()) return events;
-  std::unique_ptr<EventSource> source = (*workload)->Open();
-  Event event;
-  while (source->Next(event)) events.push_back(event);
-  EXPECT_TRUE(source->status().ok()) << source->status();
-  return events;
-}
+using ::umlab::testing::Drain;
 
 std::vector<Event> Accesses(const std::vector<Event>& events) {
   std::vector<Event> accesses;

@@ -14,27 +14,18 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/workload_events.h"
 
 namespace umlab {
 namespace {
 
 using ::testing::HasSubstr;
 
+using ::umlab::testing::Drain;
+
 std::unique_ptr<Workload> MakeMlp(const std::string& overrides = "",
                                   const ComputeSpec& spec = ComputeSpec{}) {
-  absl::StatusOr<std::unique_ptr<Workload>> workload =
-      Workloads().Create(overrides.empty() ? "mlp" : "mlp:" + overrides, spec);
-  EXPECT_TRUE(workload.ok()) << workload.status();
-  return workload.ok() ? std::move(*workload) : nullptr;
-}
-
-std::vector<Event> Drain(const Workload& workload) {
-  std::unique_ptr<EventSource> source = workload.Open();
-  std::vector<Event> events;
-  Event event;
-  while (source->Next(event)) events.push_back(event);
-  EXPECT_TRUE(source->status().ok()) << source->status();
-  return events;
+  return testing::MakeWorkload(overrides.empty() ? "mlp" : "mlp:" + overrides, spec);
 }
 
 // The structural checks mlp shares with the other generators live in

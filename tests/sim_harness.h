@@ -32,9 +32,10 @@ struct SimRun {
 
 inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, Policy& policy,
                        const DeviceConfig& device = TestDevice(),
-                       ReplayPolicy replay = ReplayPolicy::kBatch) {
+                       ReplayPolicy replay = ReplayPolicy::kBatch,
+                       const SimOptions& options = SimOptions{}) {
   const uint64_t frames = policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames;
-  SimBackend backend(device, frames);
+  SimBackend backend(device, frames, options);
   EngineConfig config;
   config.batch_size = device.fault_batch_size;
   config.fault_latency_ns = device.fault_latency_ns;

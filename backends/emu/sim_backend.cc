@@ -14,8 +14,10 @@ constexpr int64_t kNeverPicos = std::numeric_limits<int64_t>::max();
 
 }  // namespace
 
-SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames)
+SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
+                       const SimOptions& options)
     : device_(device),
+      options_(options),
       device_memory_(capacity_frames),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
       link_(device.link) {}
@@ -170,6 +172,9 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   FaultEntry entry{page, write ? AccessType::kWrite : AccessType::kRead, sm_index, exec_id_,
                    now / kPicosPerNano};
   if (fault_buffer_.Push(entry) && recorder_ != nullptr) recorder_->Record(FaultEvent(entry));
+  if (options_.policy_from_user && pending_per_block_.contains(BlockOfPage(page))) {
+    ServiceQueuedPrefetch(page, now / kPicosPerNano);
+  }
   // The engine fetches once every SM that faults at this instant has done
   // so: at the next whole nanosecond, after the SM events before it.
   if (!engine_->servicing() && !service_requested_) {
@@ -194,6 +199,7 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     completed_scratch_.clear();
     link_.ProcessEventsAt(clock_.now(), completed_scratch_);
     for (TransferId id : completed_scratch_) {
+      if (device_evictions_.erase(id) > 0) continue;  // the driver's own: nobody waits
       auto it = transfers_.find(id);
       if (it == transfers_.end()) continue;
       const Transfer transfer = it->second;
@@ -202,8 +208,24 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
         absl::Status mapped =
             device_memory_.Map(transfer.block, transfer.pages, transfer.pages & ~transfer.copy);
         if (!mapped.ok() && error_.ok()) error_ = mapped;
+        arriving_.erase(transfer.block);  // it holds a frame now
+      }
+      if (options_.policy_from_user) {
+        auto pending = pending_per_block_.find(transfer.block);
+        if (pending != pending_per_block_.end() && --pending->second == 0) {
+          pending_per_block_.erase(pending);
+        }
       }
       listener_->OnTransferComplete(id);
+      if (id == call_running_) {
+        call_running_ = 0;
+        IssueNextCall();
+      }
+    }
+    if (!waiting_for_room_.empty() && !completed_scratch_.empty()) {
+      std::deque<Transfer> waiting;
+      waiting.swap(waiting_for_room_);
+      for (const Transfer& transfer : waiting) Submit(transfer);
     }
     return true;
   }
@@ -274,21 +296,180 @@ size_t SimBackend::FetchFaults(absl::Span<FaultEntry> out) {
 
 void SimBackend::Migrate(const Transfer& transfer) {
   transfers_.emplace(transfer.id, transfer);
-  link_.Submit(LinkTransfer{transfer.id, LinkDirection::kHostToDevice, transfer.kind,
-                            transfer.copy_bytes(), transfer.not_before, transfer.after},
-               clock_.now());
+  if (!options_.policy_from_user) {
+    Submit(transfer);
+    return;
+  }
+  ++pending_per_block_[transfer.block];
+  if (transfer.kind == TransferKind::kPrefetch) {
+    calls_.push_back(transfer);
+    IssueNextCall();
+  } else {
+    Submit(transfer);  // the driver's own fault service
+  }
 }
 
 void SimBackend::Evict(const Transfer& transfer) {
-  device_memory_.Unmap(transfer.block, transfer.pages);
   transfers_.emplace(transfer.id, transfer);
-  link_.Submit(LinkTransfer{transfer.id, LinkDirection::kDeviceToHost, transfer.kind,
-                            transfer.copy_bytes(), transfer.not_before, transfer.after},
+  if (!options_.policy_from_user) {
+    Submit(transfer);
+    return;
+  }
+  // Every engine eviction in user mode is a policy's pre-eviction: a call.
+  ++pending_per_block_[transfer.block];
+  ++queued_evictions_[transfer.block];
+  calls_.push_back(transfer);
+  IssueNextCall();
+}
+
+void SimBackend::IssueNextCall() {
+  if (call_running_ != 0 || calls_.empty()) return;
+  Transfer call = calls_.front();
+  calls_.pop_front();
+  if (call.kind == TransferKind::kEviction) ForgetQueuedEviction(call.block);
+  call_running_ = call.id;
+  call.not_before = std::max(call.not_before, clock_.now());
+  Submit(call);
+}
+
+void SimBackend::ServiceQueuedPrefetch(PageNumber page, Nanos now) {
+  const BlockNumber block = BlockOfPage(page);
+  const int index = PageIndexInBlock(page);
+  for (auto it = calls_.begin(); it != calls_.end(); ++it) {
+    if (it->kind != TransferKind::kPrefetch || it->block != block || !it->pages.test(index)) {
+      continue;
+    }
+    // The driver services the fault itself: it moves the pages now, through
+    // its fault path, and the policy's call finds them there when its turn
+    // comes (the engine still waits for this transfer, as it waited for the
+    // call's).
+    Transfer transfer = *it;
+    calls_.erase(it);
+    transfer.not_before = std::max(transfer.not_before, now + device_.fault_latency_ns);
+    Submit(transfer);
+    return;
+  }
+}
+
+void SimBackend::Submit(const Transfer& transfer) {
+  const bool eviction = transfer.kind == TransferKind::kEviction;
+  TransferId after = transfer.after;
+  if (eviction) {
+    device_memory_.Unmap(transfer.block, transfer.pages);
+    ForgetIfUnmapped(transfer.block);
+  } else if (options_.policy_from_user) {
+    const bool needs_frame =
+        device_memory_.Mapped(transfer.block).none() && !arriving_.contains(transfer.block);
+    if (needs_frame) {
+      if (device_memory_.used_frames() + arriving_.size() >= device_memory_.capacity_frames()) {
+        // The driver evicts before it copies in; one lane in issue order,
+        // so the eviction is the newest thing this arrival depends on.
+        const TransferId room = EvictForRoom(transfer.block);
+        if (room == 0) {
+          // Every block on the device has a transfer pending: wait for one.
+          waiting_for_room_.push_back(transfer);
+          return;
+        }
+        after = room;
+      }
+      arriving_.insert(transfer.block);
+    }
+    NoteArrival(transfer.block);
+  }
+  // User mode: the driver does one thing at a time in the order it was
+  // asked; faults have no priority over calls.
+  const TransferKind priority =
+      options_.policy_from_user ? TransferKind::kFaultMigration : transfer.kind;
+  link_.Submit(LinkTransfer{transfer.id,
+                            eviction ? LinkDirection::kDeviceToHost : LinkDirection::kHostToDevice,
+                            priority, transfer.copy_bytes(), transfer.not_before, after},
                clock_.now());
+}
+
+TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
+  for (auto it = arrival_order_.begin(); it != arrival_order_.end(); ++it) {
+    const BlockNumber victim = it->second;
+    if (victim == arriving) continue;
+    // The driver knows nothing of calls still queued on the host, so a
+    // block whose only pending work is a queued pre-eviction is fair game;
+    // one with a copy under way, or a queued prefetch the engine counts as
+    // resident soon, is not.
+    auto pending = pending_per_block_.find(victim);
+    if (pending != pending_per_block_.end()) {
+      auto queued = queued_evictions_.find(victim);
+      if (queued == queued_evictions_.end() || queued->second != pending->second) continue;
+      VoidQueuedEvictions(victim);
+    }
+    const PageMask pages = device_memory_.Mapped(victim);
+    arrival_of_.erase(victim);
+    arrival_order_.erase(it);
+    device_memory_.Unmap(victim, pages);
+    const TransferId id = next_device_transfer_++;
+    device_evictions_.emplace(id, victim);
+    engine_->mutable_stats().d2h_bytes += MaskBytes(pages);
+    link_.Submit(LinkTransfer{id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
+                              MaskBytes(pages), clock_.now(), 0},
+                 clock_.now());
+    engine_->OnDeviceEvicted(victim);
+    return id;
+  }
+  return 0;
+}
+
+void SimBackend::ForgetQueuedEviction(BlockNumber block) {
+  auto it = queued_evictions_.find(block);
+  if (it != queued_evictions_.end() && --it->second == 0) queued_evictions_.erase(it);
+}
+
+void SimBackend::VoidQueuedEvictions(BlockNumber block) {
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (it->kind != TransferKind::kEviction || it->block != block) {
+      ++it;
+      continue;
+    }
+    // The driver evicted the block (writing back every page) before the
+    // policy's call came: the call finds nothing on the device and moves
+    // nothing, so the bytes the engine booked for it never cross.
+    RunStats& stats = engine_->mutable_stats();
+    stats.d2h_bytes -= std::min(stats.d2h_bytes, it->copy_bytes());
+    link_.Submit(LinkTransfer{it->id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
+                              0, clock_.now(), 0},
+                 clock_.now());
+    ForgetQueuedEviction(block);
+    it = calls_.erase(it);
+  }
+}
+
+void SimBackend::NoteArrival(BlockNumber block) {
+  auto [it, inserted] = arrival_of_.try_emplace(block, next_arrival_);
+  if (!inserted) {
+    arrival_order_.erase(it->second);
+    it->second = next_arrival_;
+  }
+  arrival_order_.emplace(next_arrival_++, block);
+}
+
+void SimBackend::ForgetIfUnmapped(BlockNumber block) {
+  if (!options_.policy_from_user || device_memory_.Mapped(block).any() ||
+      arriving_.contains(block)) {
+    return;
+  }
+  auto it = arrival_of_.find(block);
+  if (it == arrival_of_.end()) return;
+  arrival_order_.erase(it->second);
+  arrival_of_.erase(it);
 }
 
 void SimBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   device_memory_.Unmap(block, pages);
+  ForgetIfUnmapped(block);
+}
+
+PageUse SimBackend::QueryUse(BlockNumber block) const {
+  PageUse use = device_memory_.Use(block);
+  // The driver keeps no dirty bits: it writes back whatever it holds.
+  if (options_.policy_from_user) use.dirty = device_memory_.Mapped(block);
+  return use;
 }
 
 void SimBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) {
@@ -305,6 +486,9 @@ void SimBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before
 
 absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
   for (const BlockState& block : engine.memory_state().blocks()) {
+    // User mode: a policy call still queued when the program ended has not
+    // reached the device (nor has what waits for room).
+    if (pending_per_block_.contains(block.number)) continue;
     const PageMask mapped = device_memory_.Mapped(block.number);
     if (mapped != block.resident) {
       return absl::InternalError(absl::StrFormat(
@@ -324,10 +508,18 @@ namespace umlab {
 
 UMLAB_REGISTER_BACKEND(
     sim, {"sim", "deterministic virtual time over the device model (no GPU, no real faults)",
-          {},
-          [](const ParamMap&, const DeviceConfig& device,
+          {{"policy_from", ParamType::kString, "driver",
+            "where the policy acts: driver (inside the driver's fault handler, as DeepUM's "
+            "kernel module) or user (from user space over an unmodified driver that makes room "
+            "with its own oldest-arrival victim and full write-back, the policy's calls one at a "
+            "time in order: what --backend=cuda:memory=driver runs)",
+            {},
+            {"driver", "user"}}},
+          [](const ParamMap& params, const DeviceConfig& device,
              uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
-            return std::make_unique<SimBackend>(device, capacity_frames);
+            SimOptions options;
+            options.policy_from_user = params.Choice("policy_from") == 1;
+            return std::make_unique<SimBackend>(device, capacity_frames, options);
           },
           // Virtual time and nothing global: runs may share the process.
           {.parallel_runs = true}});

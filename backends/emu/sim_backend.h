@@ -8,17 +8,34 @@
 // retry. Faults are serviced by the engine; transfers cross the modelled
 // PCIe link and overlap compute. Kernels run back to back on one stream.
 //
+// Where the policy acts (SimOptions::policy_from):
+// - driver (the default): inside the driver's fault handler, as DeepUM's
+//   kernel module does. The engine chooses every victim, evictions write
+//   back only dirty pages, and the policy's prefetches and pre-evictions
+//   move as soon as the link has room, after the faults.
+// - user: from user space over an unmodified driver, as the cuda backend
+//   runs it (`--backend=cuda:memory=driver`). The device makes room for
+//   every arrival with the driver's own victim (the block that arrived
+//   longest ago) and writes back every page it holds, since the driver
+//   keeps no dirty bits; the policy's prefetches and pre-evictions are
+//   driver calls made one at a time, in order, from one host thread; and
+//   the driver does one thing at a time in the order it was asked, with no
+//   priority for faults (measured on the H200: docs/fidelity.md).
+//
 // Same program, device, capacity and policy: byte-identical results.
 #ifndef UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
 #define UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
 
 #include <cstdint>
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <queue>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -32,9 +49,16 @@
 
 namespace umlab {
 
+struct SimOptions {
+  // The policy acts from user space over a modelled unmodified driver
+  // (`policy_from=user`), not inside the driver.
+  bool policy_from_user = false;
+};
+
 class SimBackend final : public Backend {
  public:
-  SimBackend(const DeviceConfig& device, uint64_t capacity_frames);
+  SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
+             const SimOptions& options = SimOptions{});
 
   // Backend.
   std::string name() const override { return "sim"; }
@@ -46,7 +70,10 @@ class SimBackend final : public Backend {
   void Migrate(const Transfer& transfer) override;
   void Evict(const Transfer& transfer) override;
   void Invalidate(BlockNumber block, const PageMask& pages) override;
-  PageUse QueryUse(BlockNumber block) const override { return device_memory_.Use(block); }
+  PageUse QueryUse(BlockNumber block) const override;
+  bool MakesRoomFor(TransferKind /*arrival*/) const override {
+    return options_.policy_from_user;
+  }
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
   Nanos Now() const override { return clock_.now(); }
 
@@ -160,9 +187,26 @@ class SimBackend final : public Backend {
   void ApplyReplay(const ReplayEvent& replay);
   void Fault(uint32_t sm, PageNumber page, bool write, Picos now);
   absl::Status AdvanceIdle(Nanos until);
-  absl::Status Drain();
+  // Hands a transfer to the link (user mode: the device first makes room
+  // for an arriving block).
+  void Submit(const Transfer& transfer);
+  // User mode: the driver evicts the block that arrived longest ago and
+  // holds no transfer, writing back every page it maps, and tells the
+  // engine. Returns the eviction's link id.
+  TransferId EvictForRoom(BlockNumber arriving);
+  // User mode: the next policy call, once the previous one has finished.
+  void IssueNextCall();
+  void NoteArrival(BlockNumber block);
+  // User mode: a fault on a page whose prefetch call is still queued.
+  void ServiceQueuedPrefetch(PageNumber page, Nanos now);
+  void ForgetIfUnmapped(BlockNumber block);
+  void ForgetQueuedEviction(BlockNumber block);
+  // User mode: the driver evicted `block` while the policy's pre-evictions
+  // of it were still queued; they complete having moved nothing.
+  void VoidQueuedEvictions(BlockNumber block);
 
   DeviceConfig device_;
+  SimOptions options_;
   VirtualClock clock_;
   DeviceMemory device_memory_;
   FaultBuffer fault_buffer_;
@@ -189,6 +233,28 @@ class SimBackend final : public Backend {
   ReadySms ready_;
   Picos stall_picos_ = 0;
   std::vector<TransferId> completed_scratch_;
+
+  // User mode. Transfers submitted and not finished, per block: the driver
+  // never evicts a block with a call or a copy pending.
+  absl::flat_hash_map<BlockNumber, int> pending_per_block_;
+  // Of those, pre-eviction calls still queued on the host.
+  absl::flat_hash_map<BlockNumber, int> queued_evictions_;
+  // The driver's eviction order: blocks by arrival (oldest first).
+  std::map<uint64_t, BlockNumber> arrival_order_;
+  absl::flat_hash_map<BlockNumber, uint64_t> arrival_of_;
+  uint64_t next_arrival_ = 0;
+  // Arrivals on their way that hold no device frame yet.
+  absl::flat_hash_set<BlockNumber> arriving_;
+  // The policy's calls, waiting for the host thread, and the one running.
+  std::deque<Transfer> calls_;
+  TransferId call_running_ = 0;
+  // The driver's own evictions (ids from the top of the range, so they
+  // never meet the engine's).
+  TransferId next_device_transfer_ = TransferId{1} << 62;
+  absl::flat_hash_map<TransferId, BlockNumber> device_evictions_;
+  // Arrivals that found every block on the device busy; retried whenever a
+  // transfer finishes.
+  std::deque<Transfer> waiting_for_room_;
 };
 
 }  // namespace umlab

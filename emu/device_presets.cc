@@ -48,13 +48,14 @@ UMLAB_REGISTER_DEVICE(
          // block per transfer, so the link is fitted to per-block calls, not
          // bulk ones: a 2 MiB prefetch took 151 us to the GPU and 181 us back,
          // which with 10 us per transfer gives 14.9 and 12.3 GB/s.
-         // An eviction the driver makes in its own fault path costs 300 us
+         // An eviction the driver makes in its own fault path costs 250 us
          // beyond its copy, and the driver moves one thing at a time (its
          // fault and prefetch paths hold the address space's lock for a
-         // whole migration): both fitted to the fidelity matrix
-         // (docs/fidelity.md), where demand paging under a balloon took
-         // ~0.6 ms per block.
-         .link = {14.9e9, 12.3e9, 10000, 300000, /*full_duplex=*/false},
+         // whole migration; CUPTI's records overlap under 1%): both fitted
+         // to the fidelity matrix (docs/fidelity.md), where demand paging
+         // under a balloon took ~0.6 ms per block, with the sim's
+         // `policy_from=user` writing back every page as the driver does.
+         .link = {14.9e9, 12.3e9, 10000, 250000, /*full_duplex=*/false},
          .compute = {67e12, 989e12, 4.8e12, 132},  // NVIDIA's H200 figures
          // An isolated fault took 31 us end to end: 20 us of fault handling,
          // 10 us of transfer set-up, one page.

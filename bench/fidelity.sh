@@ -7,13 +7,16 @@
 # BIN_DIR is what scripts/package-device.sh made (.device). MODES are the
 # cuda backend's memory modes (default "driver engine"), CAPACITIES default
 # "0.75 0.5", POLICIES default demand,uvm-default,deepum. UMLAB_FIDELITY_WORKLOADS
-# overrides the workloads (NAME or NAME:ARGS, space-separated).
+# overrides the workloads (NAME or NAME:ARGS, space-separated). The sim
+# predicts with UMLAB_FIDELITY_SIM, default sim:policy_from=user: the policy
+# from user space over a modelled driver, as the cuda backend runs it.
 set -uo pipefail
 bin=$1
 out=$2
 modes=${3:-driver engine}
 capacities=${4:-0.75 0.5}
 policies=${5:-demand,uvm-default,deepum}
+sim=${UMLAB_FIDELITY_SIM:-sim:policy_from=user}
 workloads=${UMLAB_FIDELITY_WORKLOADS:-mlp gpt2-small:batch=1 bert-base:batch=8 \
 resnet50:batch=32 vit-b:batch=16 mobilenet:batch=64}
 export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
@@ -36,7 +39,7 @@ for workload in $workloads; do
   args=()
   [ "$name" != "$workload" ] && args=(--workload-arg "${workload#*:}")
   for capacity in $capacities; do
-    run "sim_${name}_${capacity}" --backend=sim --workload="$name" "${args[@]}" --capacity="$capacity"
+    run "sim_${name}_${capacity}" --backend="$sim" --workload="$name" "${args[@]}" --capacity="$capacity"
     for mode in $modes; do
       run "cuda-${mode}_${name}_${capacity}" --backend="cuda:memory=$mode" --workload="$name" \
         "${args[@]}" --capacity="$capacity"

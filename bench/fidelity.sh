@@ -7,7 +7,8 @@
 # BIN_DIR is what scripts/package-device.sh made (.device). MODES are the
 # cuda backend's memory modes (default "driver engine"), CAPACITIES default
 # "0.75 0.5", POLICIES default demand,uvm-default,deepum. UMLAB_FIDELITY_WORKLOADS
-# overrides the workloads (NAME or NAME:ARGS, space-separated). The sim
+# overrides the workloads (NAME or NAME:ARGS, space-separated), and
+# UMLAB_FIDELITY_DEVICE_PARAM adds one --device-param K=V to every run. The sim
 # predicts with UMLAB_FIDELITY_SIM, default sim:policy_from=user: the policy
 # from user space over a modelled driver, as the cuda backend runs it.
 set -uo pipefail
@@ -17,6 +18,9 @@ modes=${3:-driver engine}
 capacities=${4:-0.75 0.5}
 policies=${5:-demand,uvm-default,deepum}
 sim=${UMLAB_FIDELITY_SIM:-sim:policy_from=user}
+# Extra --device-param for both sides (e.g. warps=16), if any.
+device_params=()
+[ -n "${UMLAB_FIDELITY_DEVICE_PARAM:-}" ] && device_params=(--device-param "$UMLAB_FIDELITY_DEVICE_PARAM")
 workloads=${UMLAB_FIDELITY_WORKLOADS:-mlp gpt2-small:batch=1 bert-base:batch=8 \
 resnet50:batch=32 vit-b:batch=16 mobilenet:batch=64}
 export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
@@ -28,7 +32,7 @@ run() {  # file, args...
   local file=$1
   shift
   local start=$(date +%s%N)
-  "$umlab" compare "$@" --device=h200 --policies="$policies" --format=json \
+  "$umlab" compare "$@" --device=h200 "${device_params[@]}" --policies="$policies" --format=json \
     > "$out/$file.json" 2>> "$log"
   local code=$?
   echo "$file: exit $code in $(( ($(date +%s%N) - start) / 1000000 )) ms: umlab compare $*" | tee -a "$log"

@@ -378,6 +378,29 @@ void Engine::OnDeviceEvicted(BlockNumber number) {
   MaybeCheckInvariants();
 }
 
+void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
+  BlockState* block = memory_.FindMutable(number);
+  if (block == nullptr || !block->has_frame) return;
+  const PageMask gone = block->resident & pages;
+  if (gone.none()) return;
+  if (gone == block->resident && block->transfers_in_flight == 0) {
+    OnDeviceEvicted(number);
+    return;
+  }
+  // Pages arrived or are arriving since the device chose the block: only
+  // the evicted ones go, and the block keeps its frame for the rest.
+  const PageUse use = backend_.QueryUse(number);
+  stats_.device_evictions += 1;
+  stats_.evictions += 1;
+  stats_.evicted_bytes += MaskBytes(gone);
+  stats_.prefetch_useful_bytes += MaskBytes(block->prefetched & gone & use.accessed);
+  block->resident &= ~gone;
+  block->prefetched &= ~gone;
+  Record(EventKind::kEvict, number, MaskBytes(gone), 0);
+  policy_.OnEvicted(number, gone);
+  MaybeCheckInvariants();
+}
+
 TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
                                   const PageMask& prefetched, TransferKind kind,
                                   TransferId after) {

@@ -67,6 +67,10 @@ class Engine final : public TransferListener, private PolicyContext {
   // transfer in flight, or without a frame, is the engine's own eviction
   // being reported back and is left alone.
   void OnDeviceEvicted(BlockNumber block);
+  // The same, for a device that says which pages it evicted and may report
+  // them late (the sim's driver model): pages the engine no longer holds
+  // are ignored, and a block with a transfer on its way keeps its frame.
+  void OnDevicePagesEvicted(BlockNumber block, const PageMask& pages);
 
   // No transfer of the engine's is still running.
   bool Quiescent() const { return inflight_.empty(); }

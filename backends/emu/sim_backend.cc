@@ -54,6 +54,12 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
     if (!engine.invariant_status().ok()) return engine.invariant_status();
   }
   if (!assembler.status().ok()) return assembler.status();
+  // As the cuda backend drains CUPTI at the end: every eviction the driver
+  // made is known before the books close.
+  while (!unreported_.empty()) {
+    const auto [block, ids] = *unreported_.begin();
+    ReportDeviceEviction(block, ids.front(), device_evictions_.at(ids.front()).second);
+  }
   engine.Finish();
   RunStats& stats = engine.mutable_stats();
   stats.time_ns = clock_.now();
@@ -172,8 +178,18 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   FaultEntry entry{page, write ? AccessType::kWrite : AccessType::kRead, sm_index, exec_id_,
                    now / kPicosPerNano};
   if (fault_buffer_.Push(entry) && recorder_ != nullptr) recorder_->Record(FaultEvent(entry));
-  if (options_.policy_from_user && pending_per_block_.contains(BlockOfPage(page))) {
-    ServiceQueuedPrefetch(page, now / kPicosPerNano);
+  if (options_.policy_from_user) {
+    // The driver services this fault itself; whatever it evicted of the
+    // block is old news by then.
+    if (auto it = unreported_.find(BlockOfPage(page)); it != unreported_.end()) {
+      const std::vector<TransferId> ids = it->second;
+      for (TransferId id : ids) {
+        ReportDeviceEviction(BlockOfPage(page), id, device_evictions_.at(id).second);
+      }
+    }
+    if (pending_per_block_.contains(BlockOfPage(page))) {
+      ServiceQueuedPrefetch(page, now / kPicosPerNano);
+    }
   }
   // The engine fetches once every SM that faults at this instant has done
   // so: at the next whole nanosecond, after the SM events before it.
@@ -199,7 +215,14 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     completed_scratch_.clear();
     link_.ProcessEventsAt(clock_.now(), completed_scratch_);
     for (TransferId id : completed_scratch_) {
-      if (device_evictions_.erase(id) > 0) continue;  // the driver's own: nobody waits
+      if (auto evicted = device_evictions_.find(id); evicted != device_evictions_.end()) {
+        // The driver's own eviction: the engine hears of it as the cuda
+        // backend does, from the transfer's record, once the copy is done.
+        const auto [victim, pages] = evicted->second;
+        device_evictions_.erase(evicted);
+        ReportDeviceEviction(victim, id, pages);
+        continue;
+      }
       auto it = transfers_.find(id);
       if (it == transfers_.end()) continue;
       const Transfer transfer = it->second;
@@ -354,10 +377,30 @@ void SimBackend::ServiceQueuedPrefetch(PageNumber page, Nanos now) {
 void SimBackend::Submit(const Transfer& transfer) {
   const bool eviction = transfer.kind == TransferKind::kEviction;
   TransferId after = transfer.after;
+  uint64_t bytes = transfer.copy_bytes();
   if (eviction) {
+    if (options_.policy_from_user) {
+      // A pre-eviction the driver overtook, before the engine heard of it,
+      // finds only what the device still holds.
+      const uint64_t held = MaskBytes(transfer.copy & device_memory_.Mapped(transfer.block));
+      RunStats& stats = engine_->mutable_stats();
+      stats.d2h_bytes -= std::min(stats.d2h_bytes, bytes - held);
+      bytes = held;
+    }
     device_memory_.Unmap(transfer.block, transfer.pages);
     ForgetIfUnmapped(transfer.block);
   } else if (options_.policy_from_user) {
+    // A pre-eviction still queued for this block was decided about pages
+    // it held before; pages arriving now are not what it meant to evict.
+    if (queued_evictions_.contains(transfer.block)) {
+      RunStats& stats = engine_->mutable_stats();
+      for (Transfer& call : calls_) {
+        if (call.kind != TransferKind::kEviction || call.block != transfer.block) continue;
+        stats.d2h_bytes -= std::min(stats.d2h_bytes, MaskBytes(call.copy & transfer.pages));
+        call.pages &= ~transfer.pages;
+        call.copy &= ~transfer.pages;
+      }
+    }
     const bool needs_frame =
         device_memory_.Mapped(transfer.block).none() && !arriving_.contains(transfer.block);
     if (needs_frame) {
@@ -382,7 +425,7 @@ void SimBackend::Submit(const Transfer& transfer) {
       options_.policy_from_user ? TransferKind::kFaultMigration : transfer.kind;
   link_.Submit(LinkTransfer{transfer.id,
                             eviction ? LinkDirection::kDeviceToHost : LinkDirection::kHostToDevice,
-                            priority, transfer.copy_bytes(), transfer.not_before, after},
+                            priority, bytes, transfer.not_before, after},
                clock_.now());
 }
 
@@ -405,12 +448,12 @@ TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
     arrival_order_.erase(it);
     device_memory_.Unmap(victim, pages);
     const TransferId id = next_device_transfer_++;
-    device_evictions_.emplace(id, victim);
+    device_evictions_.emplace(id, std::make_pair(victim, pages));
+    unreported_[victim].push_back(id);
     engine_->mutable_stats().d2h_bytes += MaskBytes(pages);
     link_.Submit(LinkTransfer{id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
                               MaskBytes(pages), clock_.now(), 0},
                  clock_.now());
-    engine_->OnDeviceEvicted(victim);
     return id;
   }
   return 0;
@@ -438,6 +481,16 @@ void SimBackend::VoidQueuedEvictions(BlockNumber block) {
     ForgetQueuedEviction(block);
     it = calls_.erase(it);
   }
+}
+
+void SimBackend::ReportDeviceEviction(BlockNumber block, TransferId id, const PageMask& pages) {
+  auto it = unreported_.find(block);
+  if (it == unreported_.end()) return;
+  auto position = std::find(it->second.begin(), it->second.end(), id);
+  if (position == it->second.end()) return;  // reported already
+  it->second.erase(position);
+  if (it->second.empty()) unreported_.erase(it);
+  engine_->OnDevicePagesEvicted(block, pages);
 }
 
 void SimBackend::NoteArrival(BlockNumber block) {

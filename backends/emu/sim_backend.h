@@ -200,6 +200,9 @@ class SimBackend final : public Backend {
   // User mode: a fault on a page whose prefetch call is still queued.
   void ServiceQueuedPrefetch(PageNumber page, Nanos now);
   void ForgetIfUnmapped(BlockNumber block);
+  // Tells the engine of a driver eviction, once: when its copy is done, or
+  // earlier if the block faults first.
+  void ReportDeviceEviction(BlockNumber block, TransferId id, const PageMask& pages);
   void ForgetQueuedEviction(BlockNumber block);
   // User mode: the driver evicted `block` while the policy's pre-evictions
   // of it were still queued; they complete having moved nothing.
@@ -248,10 +251,13 @@ class SimBackend final : public Backend {
   // The policy's calls, waiting for the host thread, and the one running.
   std::deque<Transfer> calls_;
   TransferId call_running_ = 0;
-  // The driver's own evictions (ids from the top of the range, so they
+  // Ids of the driver's own evictions (from the top of the range, so they
   // never meet the engine's).
   TransferId next_device_transfer_ = TransferId{1} << 62;
-  absl::flat_hash_map<TransferId, BlockNumber> device_evictions_;
+  // The driver's own evictions on the link: the block and the pages.
+  absl::flat_hash_map<TransferId, std::pair<BlockNumber, PageMask>> device_evictions_;
+  // Of those, the ones the engine has not heard of yet, per block.
+  absl::flat_hash_map<BlockNumber, std::vector<TransferId>> unreported_;
   // Arrivals that found every block on the device busy; retried whenever a
   // transfer finishes.
   std::deque<Transfer> waiting_for_room_;

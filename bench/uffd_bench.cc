@@ -187,6 +187,62 @@ void BM_Migrate2MiB(benchmark::State& state) {
 }
 BENCHMARK(BM_Migrate2MiB)->ArgsProduct({{0, 1}, {0, 1}})->UseManualTime();
 
+// The way back: a 2 MiB eviction as the backend does it, unmap (MADV_DONTNEED
+// on the device range), write back (device pages -> host copy) and release
+// the frame (fallocate PUNCH_HOLE), timed together, after an untimed
+// migration that fills and maps the frame. Argument: 0, the 4 KiB path;
+// 1, huge frames (needs 1 free huge page). Counters as for BM_Migrate2MiB:
+// copy_GBps is the write-back alone, release_us the unmap and release.
+void BM_Evict2MiB(benchmark::State& state) {
+  const bool huge = state.range(0) != 0;
+  auto device = UffdDevice::Create(
+      {.max_blocks = kSlots, .name = "umlab-uffd-bench", .huge_pages = huge});
+  if (!device.ok() || !(*device)->AddSlots(kSlots).ok()) {
+    state.SkipWithError("no userfaultfd");
+    return;
+  }
+  if (huge && UffdDevice::FreeHugePages() < 1) {
+    state.SkipWithError("too few free 2 MiB huge pages (vm.nr_hugepages)");
+    return;
+  }
+  const size_t bytes = kSlots * kBlockSize;
+  std::vector<char> from(bytes, 1), to(bytes, 2);
+  const PageMask all = FullPageMask();
+  Nanos evict_ns = 0;
+  Nanos memcpy_ns = 0;
+  Nanos copy_ns = 0;
+  int i = 0;
+  for (auto _ : state) {
+    if (!(*device)->CopyIn(i, all, PageMask()).ok() || !(*device)->Map(i, all, true).ok()) {
+      state.SkipWithError("migration");
+    }
+    const Nanos start = MonotonicNanos();
+    (void)(*device)->Unmap(i, all);
+    const Nanos copy_start = MonotonicNanos();
+    if (!(*device)->CopyOut(i, all).ok()) state.SkipWithError("copy");
+    const Nanos copied_at = MonotonicNanos();
+    copy_ns += copied_at - copy_start;
+    if (!(*device)->ReleaseFrame(i).ok()) state.SkipWithError("release");
+    const Nanos evicted = MonotonicNanos();
+    state.SetIterationTime(static_cast<double>(evicted - start) / 1e9);
+    evict_ns += evicted - start;
+    const Nanos memcpy_start = MonotonicNanos();
+    std::memcpy(to.data() + i * kBlockSize, from.data() + i * kBlockSize, kBlockSize);
+    benchmark::ClobberMemory();
+    memcpy_ns += MonotonicNanos() - memcpy_start;
+    i = (i + 1) % kSlots;
+  }
+  state.SetBytesProcessed(state.iterations() * kBlockSize);
+  const double copied = static_cast<double>(state.iterations()) * kBlockSize;
+  state.counters["memcpy_GBps"] = copied / static_cast<double>(std::max<Nanos>(memcpy_ns, 1));
+  state.counters["copy_GBps"] = copied / static_cast<double>(std::max<Nanos>(copy_ns, 1));
+  state.counters["release_us"] = static_cast<double>(evict_ns - copy_ns) / 1e3 /
+                                 static_cast<double>(std::max<int64_t>(state.iterations(), 1));
+  state.counters["fraction_of_memcpy"] =
+      static_cast<double>(memcpy_ns) / static_cast<double>(std::max<Nanos>(evict_ns, 1));
+}
+BENCHMARK(BM_Evict2MiB)->Arg(0)->Arg(1)->UseManualTime();
+
 // The naive alternative, for the record: UFFDIO_COPY of 2 MiB into an
 // anonymous range registered for missing faults, then MADV_DONTNEED.
 void BM_UffdioCopy2MiB(benchmark::State& state) {

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/emu/streaming_copy.h"
 
 // Linux 6.5 added write-protected UFFDIO_CONTINUE; older headers lack it.
 #ifndef UFFDIO_CONTINUE_MODE_WP
@@ -136,9 +137,8 @@ absl::Status UffdDevice::Init() {
   // zeroes for zero-filled pages that costs no memory.
   void* zeroes = mmap(nullptr, kBlockSize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   zeroes_ = zeroes == MAP_FAILED ? nullptr : static_cast<char*>(zeroes);
-  if (options_.huge_pages) staging_ = map(device_fd_);
-  if (device_ == nullptr || host_ == nullptr || zeroes_ == nullptr ||
-      (options_.huge_pages && staging_ == nullptr)) {
+  staging_ = map(device_fd_);
+  if (device_ == nullptr || host_ == nullptr || zeroes_ == nullptr || staging_ == nullptr) {
     return ErrnoStatus("mapping the device range");
   }
   uffdio_register reg{};
@@ -189,11 +189,12 @@ absl::Status UffdDevice::AddSlots(uint64_t count) {
 
 namespace {
 
-// pwrite/pread of a whole run, across short transfers. The device memfd is
-// written through the file, not a mapping: a write allocates the page-cache
-// pages it fills without zeroing them first and installs no page-table
-// entries, where a store through a mapping would take a page fault per
-// fresh page.
+// pwrite/pread of a whole run, across short transfers. Pages with no device
+// memory yet are written through the file, not a mapping: a write allocates
+// the page-cache pages it fills without zeroing them first and installs no
+// page-table entries, where a store through a mapping would take a page
+// fault per fresh page and zero it. Reads go through the file too: a read
+// of a hole through a shared mapping would allocate it.
 absl::Status TransferAll(bool write, int fd, char* buffer, uint64_t length, uint64_t offset) {
   while (length > 0) {
     const ssize_t done =
@@ -224,6 +225,17 @@ uint64_t UffdDevice::FreeHugePages() {
   return free;
 }
 
+PageMask UffdDevice::PagesWithMemory(uint64_t slot) const {
+  if (options_.huge_pages) return FullPageMask();  // CopyIn allocates the frame first
+  // mincore on a shared file mapping reports the file's page cache, mapped
+  // here or not. A failure reads as "none": write() is right for any page.
+  unsigned char resident[kPagesPerBlock];
+  PageMask pages;
+  if (mincore(staging_ + slot * kBlockSize, kBlockSize, resident) != 0) return pages;
+  for (int p = 0; p < kPagesPerBlock; ++p) pages[p] = (resident[p] & 1) != 0;
+  return pages;
+}
+
 absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
   const uint64_t base = slot * kBlockSize;
   if (options_.huge_pages) {
@@ -235,23 +247,29 @@ absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageM
           "with vm.nr_hugepages, or run with huge_pages=off",
           ErrnoText(errno), FreeHugePages()));
     }
-    ForEachPageRun(copy, [&](int first, int count) {
-      std::memcpy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
-                  count * kPageSize);
-    });
-    ForEachPageRun(zero, [&](int first, int count) {
-      std::memset(staging_ + base + first * kPageSize, 0, count * kPageSize);
-    });
-    return absl::OkStatus();
   }
+  // Pages that hold memory take streaming stores through the alias: the
+  // fastest copy there is (the alias's entries stay from one use to the
+  // next, so no fault either after the first). Pages that hold none take
+  // write(2), which allocates them without zeroing them first; a store
+  // through the alias would fault, allocate and zero each page (measured
+  // slower, and MADV_POPULATE_WRITE first no better: docs/uffd.md).
+  const PageMask with_memory = PagesWithMemory(slot);
+  ForEachPageRun(copy & with_memory, [&](int first, int count) {
+    StreamingCopy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
+                  count * kPageSize);
+  });
+  ForEachPageRun(zero & with_memory, [&](int first, int count) {
+    StreamingZero(staging_ + base + first * kPageSize, count * kPageSize);
+  });
   absl::Status status;
-  ForEachPageRun(copy, [&](int first, int count) {
+  ForEachPageRun(copy & ~with_memory, [&](int first, int count) {
     if (status.ok()) {
       status = TransferAll(true, device_fd_, host_ + base + first * kPageSize,
                            count * kPageSize, base + first * kPageSize);
     }
   });
-  ForEachPageRun(zero, [&](int first, int count) {
+  ForEachPageRun(zero & ~with_memory, [&](int first, int count) {
     if (status.ok()) {
       status = TransferAll(true, device_fd_, zeroes_, count * kPageSize, base + first * kPageSize);
     }
@@ -261,15 +279,16 @@ absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageM
 
 absl::Status UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
   const uint64_t base = slot * kBlockSize;
-  if (options_.huge_pages) {
-    ForEachPageRun(pages, [&](int first, int count) {
-      std::memcpy(host_ + base + first * kPageSize, staging_ + base + first * kPageSize,
+  // As CopyIn: pages that hold memory are read through the alias (read
+  // faults there map 16 pages at a time, and only once), the others
+  // through the file, which reads a hole as zeroes without allocating it.
+  const PageMask with_memory = PagesWithMemory(slot);
+  ForEachPageRun(pages & with_memory, [&](int first, int count) {
+    StreamingCopy(host_ + base + first * kPageSize, staging_ + base + first * kPageSize,
                   count * kPageSize);
-    });
-    return absl::OkStatus();
-  }
+  });
   absl::Status status;
-  ForEachPageRun(pages, [&](int first, int count) {
+  ForEachPageRun(pages & ~with_memory, [&](int first, int count) {
     if (status.ok()) {
       status = TransferAll(false, device_fd_, host_ + base + first * kPageSize,
                            count * kPageSize, base + first * kPageSize);

@@ -4,20 +4,25 @@
 // Layout. Device memory is a memfd (shared memory) mapped once, as the
 // device range, registered with userfaultfd in MISSING, MINOR and
 // write-protect mode; the threads that play SMs touch it. The emulator
-// writes and reads its bytes through the file (pwrite/pread), never through
-// a mapping. A second memfd, mapped, is the host backing store, each page's
+// moves its bytes through the file (pwrite/pread) or through a second,
+// unregistered mapping of it (the staging alias), never through the device
+// range. A second memfd, mapped, is the host backing store, each page's
 // home copy. Device memory is cut into 2 MiB slots; the backend gives each
 // program block a slot.
 //
 // Why minor faults: while a block holds a frame its bytes are in the
 // memfd's page cache, and "mapped on the device" means only that the device
-// range has a page table entry for them. Migrating is then a pwrite into the
-// page cache plus one UFFDIO_CONTINUE that installs up to 512 entries, which
-// is most of memcpy's speed; UFFDIO_COPY allocates and copies page by page
-// and reaches about a quarter. Unmapping is MADV_DONTNEED on the device
-// range: it drops the page table entries and keeps the bytes, so an
-// eviction can unmap first (every later touch faults) and write back from
-// the page cache afterwards with no writer racing it.
+// range has a page table entry for them. Migrating is then a copy into the
+// page cache plus one UFFDIO_CONTINUE that installs up to 512 entries;
+// UFFDIO_COPY allocates and copies page by page and reaches about a
+// quarter of memcpy. The copy is a pwrite for pages that hold no memory
+// (it allocates them without zeroing) and streaming stores through the
+// alias for pages that do (no allocation, and about twice write(2)'s
+// speed, which copies 4 KiB at a time through the cache). Unmapping is
+// MADV_DONTNEED on the device range: it drops the page table entries and
+// keeps the bytes, so an eviction can unmap first (every later touch
+// faults) and write back from the page cache afterwards with no writer
+// racing it.
 //
 // Read and write faults are told apart by the kernel's fault flags. Pages
 // are mapped write-protected so that the first write to each traps
@@ -33,9 +38,9 @@
 // Huge frames (Options::huge_pages): device memory is a hugetlb memfd of
 // 2 MiB pages instead, so a frame is one huge page and one UFFDIO_CONTINUE
 // maps it with a single PMD (about 3 us where 512 PTEs take 170-350 us).
-// hugetlbfs has no write(), so bytes go through an unregistered alias
-// mapping (memcpy), and a frame's huge page is allocated by fallocate first,
-// which fails cleanly when the pool is empty where a store would SIGBUS.
+// hugetlbfs has no write(), so all bytes go through the alias, and a
+// frame's huge page is allocated by fallocate first, which fails cleanly
+// when the pool is empty where a store would SIGBUS.
 // The page table then has 2 MiB granularity: Map and Unmap take whole
 // blocks only, and AllowWrite lifts the protection of the whole frame. The
 // pages come from the pool reserved in vm.nr_hugepages (2 MiB size), which
@@ -153,6 +158,9 @@ class UffdDevice {
  private:
   explicit UffdDevice(const Options& options) : options_(options) {}
   absl::Status Init();
+  // The slot's pages that hold device memory now (all, with huge frames,
+  // whose CopyIn allocates the whole frame first).
+  PageMask PagesWithMemory(uint64_t slot) const;
   // Whole-block check for the huge-frame page table.
   absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;
   void ReaderLoop();
@@ -168,7 +176,7 @@ class UffdDevice {
   char* device_ = nullptr;
   char* host_ = nullptr;
   char* zeroes_ = nullptr;  // 2 MiB that read as zero
-  char* staging_ = nullptr;  // huge frames only: unregistered alias of device memory
+  char* staging_ = nullptr;  // unregistered alias of device memory: CopyIn, CopyOut
   uint64_t slots_ = 0;
   std::function<void(const UffdFault&)> handler_;  // set before the reader starts
   std::thread reader_;

@@ -1,9 +1,11 @@
 // The uffd backend: invalidation, teardown on SIGINT, the error when
 // userfaultfd is unavailable, and the CLI's --verify / --dilation.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "backends/emu/uffd_device.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policies/demand/demand.h"
 #include "tests/program_builder.h"
@@ -119,18 +122,18 @@ ProgramBuilder CyclingProgram(int blocks) {
   return program;
 }
 
-TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
-  // Twelve blocks through three frames, written then read twice: every
-  // block gets a frame and gives it up several times. Device memory (the
-  // memfd's allocated bytes, as the kernel counts them) must never exceed
-  // the capacity, however many blocks the program has; before frames were
-  // released it grew to all twelve.
+// Twelve blocks through three frames, written then read twice: every
+// block gets a frame and gives it up several times. Device memory (the
+// device file's allocated bytes, as the kernel counts them) must never
+// exceed the capacity, however many blocks the program has; before frames
+// were released it grew to all twelve.
+void ExpectDeviceMemoryWithinCapacity(const UffdOptions& options) {
   constexpr int kBlocks = 12;
   constexpr uint64_t kFrames = 3;
   ProgramBuilder program = CyclingProgram(kBlocks);
   DemandPolicy policy;
   VectorSource source = program.Source();
-  const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), FastChecked());
+  const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), options);
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.counters.corrupted_words, 0u);
   EXPECT_EQ(run.counters.slots, uint64_t{kBlocks});  // host copies: the footprint
@@ -142,6 +145,42 @@ TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
   EXPECT_GE(run.counters.peak_device_bytes, kBlockSize);
   EXPECT_LE(run.counters.frames_held, kFrames);
   EXPECT_LE(run.counters.device_bytes, run.counters.frames_held * kBlockSize);
+}
+
+TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
+  ExpectDeviceMemoryWithinCapacity(FastChecked());
+}
+
+// The tmpfs directory the device_dir tests use: $UMLAB_TEST_DEVICE_DIR (to
+// run them on a mount with huge=within_size, whose 2 MiB folios are the
+// option's point), else /dev/shm; empty if that is not a tmpfs.
+std::string TestDeviceDir() {
+  const char* given = std::getenv("UMLAB_TEST_DEVICE_DIR");
+  const std::string dir = given != nullptr && *given != '\0' ? given : "/dev/shm";
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0 || fs.f_type != TMPFS_MAGIC) return "";
+  return dir;
+}
+
+TEST(UffdMemory, DeviceMemoryInATmpfsDirectoryStaysWithinCapacity) {
+  const std::string dir = TestDeviceDir();
+  if (dir.empty()) GTEST_SKIP() << "no tmpfs at $UMLAB_TEST_DEVICE_DIR or /dev/shm";
+  UffdOptions options = FastChecked();
+  options.device_dir = dir;
+  ExpectDeviceMemoryWithinCapacity(options);
+}
+
+TEST(UffdMemory, ADeviceDirectoryThatIsNotATmpfsIsRefusedWithTheWayOut) {
+  UffdOptions options = FastChecked();
+  options.device_dir = "/proc";
+  ProgramBuilder program = CyclingProgram(2);
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), options);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(run.status.message()),
+              ::testing::HasSubstr("device_dir=/proc is not a tmpfs mount"));
+  EXPECT_THAT(std::string(run.status.message()), ::testing::HasSubstr("huge=within_size"));
 }
 
 // Waits up to 20 s for `done`; false if it never came (the caller then

@@ -9,7 +9,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -84,6 +86,33 @@ absl::Status ErrnoStatus(absl::string_view what) {
   return absl::InternalError(absl::StrFormat("uffd device: %s: %s", what, ErrnoText(errno)));
 }
 
+// Device memory as an unnamed file in a tmpfs directory, gone with its last
+// descriptor as a memfd is. tmpfs only: minor faults need shared memory.
+absl::StatusOr<int> OpenDeviceFile(const std::string& directory) {
+  const std::string mount_hint = absl::StrFormat(
+      "as root, mount -t tmpfs -o huge=within_size,size=<capacity plus room> none %s, or drop "
+      "device_dir",
+      directory);
+  struct statfs fs {};
+  if (statfs(directory.c_str(), &fs) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "uffd device: device_dir=%s: %s; %s", directory, ErrnoText(errno), mount_hint));
+  }
+  if (fs.f_type != TMPFS_MAGIC) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "uffd device: device_dir=%s is not a tmpfs mount (userfaultfd minor faults need shared "
+        "memory); %s",
+        directory, mount_hint));
+  }
+  const int fd = open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "uffd device: cannot create device memory in device_dir=%s: %s", directory,
+        ErrnoText(errno)));
+  }
+  return fd;
+}
+
 }  // namespace
 
 void UffdDevice::SetOpenerForTesting(Opener opener) {
@@ -118,8 +147,18 @@ absl::Status UffdDevice::Init() {
         ErrnoText(errno)));
   }
   const uint64_t bytes = range_bytes();
-  device_fd_ = memfd_create(options_.name.c_str(),
-                            MFD_CLOEXEC | (options_.huge_pages ? MFD_HUGETLB | MFD_HUGE_2MB : 0));
+  if (options_.directory.empty()) {
+    device_fd_ = memfd_create(options_.name.c_str(),
+                              MFD_CLOEXEC | (options_.huge_pages ? MFD_HUGETLB | MFD_HUGE_2MB : 0));
+  } else if (options_.huge_pages) {
+    return absl::InvalidArgumentError(
+        "uffd device: huge_pages and device_dir exclude each other (hugetlb frames are a memfd "
+        "of their own)");
+  } else {
+    absl::StatusOr<int> fd = OpenDeviceFile(options_.directory);
+    if (!fd.ok()) return fd.status();
+    device_fd_ = *fd;
+  }
   host_fd_ = memfd_create((options_.name + "-host").c_str(), MFD_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (device_fd_ < 0 || host_fd_ < 0 || stop_fd_ < 0) return ErrnoStatus("memfd/eventfd");

@@ -45,6 +45,18 @@
 // blocks only, and AllowWrite lifts the protection of the whole frame. The
 // pages come from the pool reserved in vm.nr_hugepages (2 MiB size), which
 // this class never changes.
+//
+// Device memory on a tmpfs mount (Options::directory): an unnamed file
+// (O_TMPFILE) there instead of a memfd, with the same 4 KiB page table. Its
+// point is a mount with `huge=within_size` (or `always`): the page cache
+// then holds a frame in one 2 MiB folio, so a migration into a released
+// frame allocates once instead of 512 times (write(2) into a memfd
+// allocates a 4 KiB page at a time, most of the cost of such a migration),
+// while mapping, unmapping and write protection stay per 4 KiB page, so
+// every policy runs. A memfd cannot ask for this itself: its folio size
+// follows the machine-wide transparent_hugepage/shmem_enabled. Memory:
+// a frame that holds any page holds its whole 2 MiB folio, which is what
+// the capacity counts a frame as anyway.
 #ifndef UMLAB_BACKENDS_EMU_UFFD_DEVICE_H_
 #define UMLAB_BACKENDS_EMU_UFFD_DEVICE_H_
 
@@ -75,6 +87,9 @@ class UffdDevice {
     uint64_t max_blocks = 32768;  // device range size, in 2 MiB slots (64 GiB)
     std::string name = "umlab-uffd";
     bool huge_pages = false;  // hugetlb frames, whole blocks only (see above)
+    // Empty: device memory is a memfd. Else a tmpfs directory: device
+    // memory is an unnamed file there (see above). Not with huge_pages.
+    std::string directory;
   };
 
   // 2 MiB hugetlb pages free in the system's pool now (0 if unknown).

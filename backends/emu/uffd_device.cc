@@ -265,9 +265,11 @@ uint64_t UffdDevice::FreeHugePages() {
 }
 
 PageMask UffdDevice::PagesWithMemory(uint64_t slot) const {
-  if (options_.huge_pages) return FullPageMask();  // CopyIn allocates the frame first
-  // mincore on a shared file mapping reports the file's page cache, mapped
-  // here or not. A failure reads as "none": write() is right for any page.
+  // mincore on the alias. On shared memory it reports the file's page
+  // cache, mapped there or not; on hugetlb, whether the alias maps the
+  // frame, which it does from the frame's first copy until its release.
+  // Either way it only steers the copy's speed, and a failure reads as
+  // "none", which is right for any page.
   unsigned char resident[kPagesPerBlock];
   PageMask pages;
   if (mincore(staging_ + slot * kBlockSize, kBlockSize, resident) != 0) return pages;
@@ -277,6 +279,21 @@ PageMask UffdDevice::PagesWithMemory(uint64_t slot) const {
 
 absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero) {
   const uint64_t base = slot * kBlockSize;
+  auto host = [&](int page) { return host_ + base + page * kPageSize; };
+  auto staged = [&](int page) { return staging_ + base + page * kPageSize; };
+  const PageMask with_memory = PagesWithMemory(slot);
+  // Pages that held memory before this copy take streaming stores through
+  // the alias: the fastest copy into memory that is not in the cache, with
+  // no allocation (and, after the first time, no fault).
+  ForEachPageRun(copy & with_memory, [&](int first, int count) {
+    StreamingCopy(staged(first), host(first), count * kPageSize);
+  });
+  ForEachPageRun(zero & with_memory, [&](int first, int count) {
+    StreamingZero(staged(first), count * kPageSize);
+  });
+  const PageMask fresh_copy = copy & ~with_memory;
+  const PageMask fresh_zero = zero & ~with_memory;
+  if (fresh_copy.none() && fresh_zero.none()) return absl::OkStatus();
   if (options_.huge_pages) {
     // Takes the frame's huge page from the pool if it has none (a no-op
     // otherwise): ENOSPC here is an error, where a store would be SIGBUS.
@@ -286,29 +303,29 @@ absl::Status UffdDevice::CopyIn(uint64_t slot, const PageMask& copy, const PageM
           "with vm.nr_hugepages, or run with huge_pages=off",
           ErrnoText(errno), FreeHugePages()));
     }
+    // The kernel has just zeroed the new page, so it is in the cache, where
+    // plain stores beat streaming ones (measured: 0.71-0.87 of memcpy
+    // against 0.57-0.59).
+    ForEachPageRun(fresh_copy, [&](int first, int count) {
+      std::memcpy(staged(first), host(first), count * kPageSize);
+    });
+    ForEachPageRun(fresh_zero, [&](int first, int count) {
+      std::memset(staged(first), 0, count * kPageSize);
+    });
+    return absl::OkStatus();
   }
-  // Pages that hold memory take streaming stores through the alias: the
-  // fastest copy there is (the alias's entries stay from one use to the
-  // next, so no fault either after the first). Pages that hold none take
-  // write(2), which allocates them without zeroing them first; a store
-  // through the alias would fault, allocate and zero each page (measured
-  // slower, and MADV_POPULATE_WRITE first no better: docs/uffd.md).
-  const PageMask with_memory = PagesWithMemory(slot);
-  ForEachPageRun(copy & with_memory, [&](int first, int count) {
-    StreamingCopy(staging_ + base + first * kPageSize, host_ + base + first * kPageSize,
-                  count * kPageSize);
-  });
-  ForEachPageRun(zero & with_memory, [&](int first, int count) {
-    StreamingZero(staging_ + base + first * kPageSize, count * kPageSize);
-  });
+  // Pages with no memory take write(2), which allocates them without
+  // zeroing them; a store through the alias would fault, allocate and zero
+  // each page (slower, and MADV_POPULATE_WRITE first no better:
+  // docs/uffd.md).
   absl::Status status;
-  ForEachPageRun(copy & ~with_memory, [&](int first, int count) {
+  ForEachPageRun(fresh_copy, [&](int first, int count) {
     if (status.ok()) {
-      status = TransferAll(true, device_fd_, host_ + base + first * kPageSize,
-                           count * kPageSize, base + first * kPageSize);
+      status = TransferAll(true, device_fd_, host(first), count * kPageSize,
+                           base + first * kPageSize);
     }
   });
-  ForEachPageRun(zero & ~with_memory, [&](int first, int count) {
+  ForEachPageRun(fresh_zero, [&](int first, int count) {
     if (status.ok()) {
       status = TransferAll(true, device_fd_, zeroes_, count * kPageSize, base + first * kPageSize);
     }

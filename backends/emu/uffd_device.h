@@ -173,8 +173,9 @@ class UffdDevice {
  private:
   explicit UffdDevice(const Options& options) : options_(options) {}
   absl::Status Init();
-  // The slot's pages that hold device memory now (all, with huge frames,
-  // whose CopyIn allocates the whole frame first).
+  // The slot's pages that hold device memory now, as far as the kernel
+  // tells cheaply (see the definition); decides how CopyIn and CopyOut
+  // copy, never whether they are right.
   PageMask PagesWithMemory(uint64_t slot) const;
   // Whole-block check for the huge-frame page table.
   absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;

@@ -38,7 +38,7 @@
 // Huge frames (Options::huge_pages): device memory is a hugetlb memfd of
 // 2 MiB pages instead, so a frame is one huge page and one UFFDIO_CONTINUE
 // maps it with a single PMD (about 3 us where 512 PTEs take 170-350 us).
-// hugetlbfs has no write(), so all bytes go through the alias, and a
+// hugetlbfs has no write(), so bytes go in through the alias, and a
 // frame's huge page is allocated by fallocate first, which fails cleanly
 // when the pool is empty where a store would SIGBUS.
 // The page table then has 2 MiB granularity: Map and Unmap take whole

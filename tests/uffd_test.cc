@@ -1,9 +1,11 @@
 // The uffd backend: invalidation, teardown on SIGINT, the error when
 // userfaultfd is unavailable, and the CLI's --verify / --dilation.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "backends/emu/uffd_device.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policies/demand/demand.h"
 #include "tests/program_builder.h"
@@ -119,18 +122,18 @@ ProgramBuilder CyclingProgram(int blocks) {
   return program;
 }
 
-TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
-  // Twelve blocks through three frames, written then read twice: every
-  // block gets a frame and gives it up several times. Device memory (the
-  // memfd's allocated bytes, as the kernel counts them) must never exceed
-  // the capacity, however many blocks the program has; before frames were
-  // released it grew to all twelve.
+// Twelve blocks through three frames, written then read twice: every
+// block gets a frame and gives it up several times. Device memory (the
+// device file's allocated bytes, as the kernel counts them) must never
+// exceed the capacity, however many blocks the program has; before frames
+// were released it grew to all twelve.
+void ExpectDeviceMemoryWithinCapacity(const UffdOptions& options) {
   constexpr int kBlocks = 12;
   constexpr uint64_t kFrames = 3;
   ProgramBuilder program = CyclingProgram(kBlocks);
   DemandPolicy policy;
   VectorSource source = program.Source();
-  const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), FastChecked());
+  const UffdRun run = RunOnUffd(source, kFrames, policy, TestDevice(4), options);
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.counters.corrupted_words, 0u);
   EXPECT_EQ(run.counters.slots, uint64_t{kBlocks});  // host copies: the footprint
@@ -142,6 +145,42 @@ TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
   EXPECT_GE(run.counters.peak_device_bytes, kBlockSize);
   EXPECT_LE(run.counters.frames_held, kFrames);
   EXPECT_LE(run.counters.device_bytes, run.counters.frames_held * kBlockSize);
+}
+
+TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
+  ExpectDeviceMemoryWithinCapacity(FastChecked());
+}
+
+// The tmpfs directory the device_dir tests use: $UMLAB_TEST_DEVICE_DIR (to
+// run them on a mount with huge=within_size, whose 2 MiB folios are the
+// option's point), else /dev/shm; empty if that is not a tmpfs.
+std::string TestDeviceDir() {
+  const char* given = std::getenv("UMLAB_TEST_DEVICE_DIR");
+  const std::string dir = given != nullptr && *given != '\0' ? given : "/dev/shm";
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0 || fs.f_type != TMPFS_MAGIC) return "";
+  return dir;
+}
+
+TEST(UffdMemory, DeviceMemoryInATmpfsDirectoryStaysWithinCapacity) {
+  const std::string dir = TestDeviceDir();
+  if (dir.empty()) GTEST_SKIP() << "no tmpfs at $UMLAB_TEST_DEVICE_DIR or /dev/shm";
+  UffdOptions options = FastChecked();
+  options.device_dir = dir;
+  ExpectDeviceMemoryWithinCapacity(options);
+}
+
+TEST(UffdMemory, ADeviceDirectoryThatIsNotATmpfsIsRefusedWithTheWayOut) {
+  UffdOptions options = FastChecked();
+  options.device_dir = "/proc";
+  ProgramBuilder program = CyclingProgram(2);
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), options);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(run.status.message()),
+              ::testing::HasSubstr("device_dir=/proc is not a tmpfs mount"));
+  EXPECT_THAT(std::string(run.status.message()), ::testing::HasSubstr("huge=within_size"));
 }
 
 // Waits up to 20 s for `done`; false if it never came (the caller then
@@ -217,16 +256,73 @@ TEST(UffdMemory, ReleasedFrameTakesANewMigrationWithoutAFaultLoop) {
   EXPECT_EQ(*reinterpret_cast<uint64_t*>(d.DevicePage(0, 7)), 42u);
 }
 
-// The start of the device range (slot 0), read from /proc/self/maps: tests
+TEST(UffdMemory, CopiesMixPagesThatHoldMemoryWithPagesThatDoNot) {
+  // The device copies pages that hold memory through its staging alias and
+  // the others through the file (write(2) allocates them). One CopyIn with
+  // both kinds, copied and zero-filled, must land every byte where it
+  // belongs, allocate only the pages it fills, and CopyOut must read back
+  // what the SM side wrote.
+  auto created = UffdDevice::Create({.max_blocks = 2, .name = "umlab-uffd-test"});
+  ASSERT_TRUE(created.ok()) << created.status();
+  UffdDevice& d = **created;
+  ASSERT_TRUE(d.AddSlots(1).ok());
+  constexpr int kWords = kPageSize / 8;
+  auto pattern = [](int page, int word) { return uint64_t(page) << 32 | uint64_t(word) | 1; };
+  auto fill = [&](const PageMask& pages, uint64_t salt) {
+    ForEachPageRun(pages, [&](int first, int count) {
+      for (int page = first; page < first + count; ++page) {
+        auto* words = reinterpret_cast<uint64_t*>(d.DevicePage(0, page));
+        for (int w = 0; w < kWords; ++w) words[w] = pattern(page, w) ^ salt;
+      }
+    });
+  };
+  const PageMask first_half = PageRangeMask(0, 256);
+  // Pages 0-255 take memory (zero-filled through the file), the SM side
+  // writes them, and they go home (through the alias).
+  ASSERT_TRUE(d.CopyIn(0, PageMask(), first_half).ok());
+  EXPECT_EQ(d.DeviceBytesAllocated(), 256 * kPageSize);
+  ASSERT_TRUE(d.Map(0, first_half, /*write_protect=*/false).ok());
+  fill(first_half, 0);
+  ASSERT_TRUE(d.Unmap(0, first_half).ok());
+  ASSERT_TRUE(d.CopyOut(0, first_half).ok());
+  // Stale bytes in the frame, never written home: the next copy must
+  // replace them.
+  ASSERT_TRUE(d.Map(0, first_half, /*write_protect=*/false).ok());
+  fill(first_half, ~uint64_t{0});
+  ASSERT_TRUE(d.Unmap(0, first_half).ok());
+  // Copy 0-127 (memory held: the alias), zero 128-383 (128-255 held: the
+  // alias; 256-383 not: the file). 384-511 stay without memory.
+  ASSERT_TRUE(d.CopyIn(0, PageRangeMask(0, 128), PageRangeMask(128, 256)).ok());
+  EXPECT_EQ(d.DeviceBytesAllocated(), 384 * kPageSize);
+  ASSERT_TRUE(d.Map(0, PageRangeMask(0, 384), /*write_protect=*/true).ok());
+  uint64_t wrong = 0;
+  for (int page = 0; page < 384; ++page) {
+    const auto* words = reinterpret_cast<const uint64_t*>(d.DevicePage(0, page));
+    for (int w = 0; w < kWords; ++w) wrong += words[w] != (page < 128 ? pattern(page, w) : 0);
+  }
+  EXPECT_EQ(wrong, 0u);
+  ASSERT_TRUE(d.Unmap(0, PageRangeMask(0, 384)).ok());
+  ASSERT_TRUE(d.ReleaseFrame(0).ok());
+  EXPECT_EQ(d.DeviceBytesAllocated(), 0u);
+}
+
+// The start of the device range (slot 0), read from /proc/self/smaps: tests
 // use it to act on the page table behind the backend's back, as the kernel
-// may.
+// may. The device memfd is mapped twice (the device range and the
+// unregistered staging alias); the device range is the mapping whose
+// VmFlags show userfaultfd registration ("um": missing faults).
 uint64_t DeviceRangeStart() {
   uint64_t start = 0;
-  if (FILE* f = std::fopen("/proc/self/maps", "r")) {
+  if (FILE* f = std::fopen("/proc/self/smaps", "r")) {
     char line[512];
+    uint64_t candidate = 0;
     while (start == 0 && std::fgets(line, sizeof line, f) != nullptr) {
-      if (std::string(line).find("/memfd:umlab-uffd (deleted)") != std::string::npos) {
-        start = std::strtoull(line, nullptr, 16);
+      const std::string text(line);
+      if (text.find("/memfd:umlab-uffd (deleted)") != std::string::npos) {
+        candidate = std::strtoull(line, nullptr, 16);
+      } else if (candidate != 0 && text.rfind("VmFlags:", 0) == 0) {
+        if (text.find(" um") != std::string::npos) start = candidate;
+        candidate = 0;
       }
     }
     std::fclose(f);

@@ -123,6 +123,7 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
   UffdDevice::Options device_options;
   device_options.max_blocks = options.max_blocks;
   device_options.huge_pages = options.huge_pages;
+  device_options.directory = options.device_dir;
   // An unlimited capacity (capacity_frames beyond the range) is checked
   // frame by frame instead: CopyIn fails cleanly when the pool runs dry.
   if (options.huge_pages && capacity_frames < options.max_blocks &&
@@ -1071,6 +1072,10 @@ UMLAB_REGISTER_BACKEND(
          {"huge_pages", ParamType::kBool, "false",
           "frames are 2 MiB hugetlb pages, mapped whole (fast migration; needs "
           "vm.nr_hugepages >= capacity and a whole-block policy)"},
+         {"device_dir", ParamType::kString, "",
+          "tmpfs directory for device memory (empty: a memfd); mounted with "
+          "huge=within_size, frames are 2 MiB folios mapped per 4 KiB page (fast "
+          "migration into released frames, any policy)"},
      },
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -1081,6 +1086,7 @@ UMLAB_REGISTER_BACKEND(
        options.sms = static_cast<int>(params.Int("sms"));
        options.watchdog_s = params.Double("watchdog_s");
        options.huge_pages = params.Bool("huge_pages");
+       options.device_dir = params.String("device_dir");
        const int64_t gib = params.Int("max_gib");
        options.max_blocks = static_cast<uint64_t>(gib) * (1 << 30) / kBlockSize;
        absl::StatusOr<std::unique_ptr<UffdBackend>> backend =

@@ -65,6 +65,11 @@ struct UffdOptions {
   // invalidates whole blocks only; a partial one fails the run. Dirty bits
   // are per 2 MiB: a frame's first write marks all its pages dirty.
   bool huge_pages = false;
+  // Empty: device memory is a memfd. Else a tmpfs directory for it; mounted
+  // with huge=within_size, frames are 2 MiB folios with a 4 KiB page table
+  // (UffdDevice::Options::directory): fast migrations into released frames
+  // for every policy.
+  std::string device_dir;
 };
 
 // What the uffd backend counted beyond RunStats.

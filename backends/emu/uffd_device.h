@@ -4,20 +4,25 @@
 // Layout. Device memory is a memfd (shared memory) mapped once, as the
 // device range, registered with userfaultfd in MISSING, MINOR and
 // write-protect mode; the threads that play SMs touch it. The emulator
-// writes and reads its bytes through the file (pwrite/pread), never through
-// a mapping. A second memfd, mapped, is the host backing store, each page's
+// moves its bytes through the file (pwrite/pread) or through a second,
+// unregistered mapping of it (the staging alias), never through the device
+// range. A second memfd, mapped, is the host backing store, each page's
 // home copy. Device memory is cut into 2 MiB slots; the backend gives each
 // program block a slot.
 //
 // Why minor faults: while a block holds a frame its bytes are in the
 // memfd's page cache, and "mapped on the device" means only that the device
-// range has a page table entry for them. Migrating is then a pwrite into the
-// page cache plus one UFFDIO_CONTINUE that installs up to 512 entries, which
-// is most of memcpy's speed; UFFDIO_COPY allocates and copies page by page
-// and reaches about a quarter. Unmapping is MADV_DONTNEED on the device
-// range: it drops the page table entries and keeps the bytes, so an
-// eviction can unmap first (every later touch faults) and write back from
-// the page cache afterwards with no writer racing it.
+// range has a page table entry for them. Migrating is then a copy into the
+// page cache plus one UFFDIO_CONTINUE that installs up to 512 entries;
+// UFFDIO_COPY allocates and copies page by page and reaches about a
+// quarter of memcpy. The copy is a pwrite for pages that hold no memory
+// (it allocates them without zeroing) and streaming stores through the
+// alias for pages that do (no allocation, and about twice write(2)'s
+// speed, which copies 4 KiB at a time through the cache). Unmapping is
+// MADV_DONTNEED on the device range: it drops the page table entries and
+// keeps the bytes, so an eviction can unmap first (every later touch
+// faults) and write back from the page cache afterwards with no writer
+// racing it.
 //
 // Read and write faults are told apart by the kernel's fault flags. Pages
 // are mapped write-protected so that the first write to each traps
@@ -33,13 +38,25 @@
 // Huge frames (Options::huge_pages): device memory is a hugetlb memfd of
 // 2 MiB pages instead, so a frame is one huge page and one UFFDIO_CONTINUE
 // maps it with a single PMD (about 3 us where 512 PTEs take 170-350 us).
-// hugetlbfs has no write(), so bytes go through an unregistered alias
-// mapping (memcpy), and a frame's huge page is allocated by fallocate first,
-// which fails cleanly when the pool is empty where a store would SIGBUS.
+// hugetlbfs has no write(), so bytes go in through the alias, and a
+// frame's huge page is allocated by fallocate first, which fails cleanly
+// when the pool is empty where a store would SIGBUS.
 // The page table then has 2 MiB granularity: Map and Unmap take whole
 // blocks only, and AllowWrite lifts the protection of the whole frame. The
 // pages come from the pool reserved in vm.nr_hugepages (2 MiB size), which
 // this class never changes.
+//
+// Device memory on a tmpfs mount (Options::directory): an unnamed file
+// (O_TMPFILE) there instead of a memfd, with the same 4 KiB page table. Its
+// point is a mount with `huge=within_size` (or `always`): the page cache
+// then holds a frame in one 2 MiB folio, so a migration into a released
+// frame allocates once instead of 512 times (write(2) into a memfd
+// allocates a 4 KiB page at a time, most of the cost of such a migration),
+// while mapping, unmapping and write protection stay per 4 KiB page, so
+// every policy runs. A memfd cannot ask for this itself: its folio size
+// follows the machine-wide transparent_hugepage/shmem_enabled. Memory:
+// a frame that holds any page holds its whole 2 MiB folio, which is what
+// the capacity counts a frame as anyway.
 #ifndef UMLAB_BACKENDS_EMU_UFFD_DEVICE_H_
 #define UMLAB_BACKENDS_EMU_UFFD_DEVICE_H_
 
@@ -70,6 +87,9 @@ class UffdDevice {
     uint64_t max_blocks = 32768;  // device range size, in 2 MiB slots (64 GiB)
     std::string name = "umlab-uffd";
     bool huge_pages = false;  // hugetlb frames, whole blocks only (see above)
+    // Empty: device memory is a memfd. Else a tmpfs directory: device
+    // memory is an unnamed file there (see above). Not with huge_pages.
+    std::string directory;
   };
 
   // 2 MiB hugetlb pages free in the system's pool now (0 if unknown).
@@ -153,6 +173,10 @@ class UffdDevice {
  private:
   explicit UffdDevice(const Options& options) : options_(options) {}
   absl::Status Init();
+  // The slot's pages that hold device memory now, as far as the kernel
+  // tells cheaply (see the definition); decides how CopyIn and CopyOut
+  // copy, never whether they are right.
+  PageMask PagesWithMemory(uint64_t slot) const;
   // Whole-block check for the huge-frame page table.
   absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;
   void ReaderLoop();
@@ -168,7 +192,7 @@ class UffdDevice {
   char* device_ = nullptr;
   char* host_ = nullptr;
   char* zeroes_ = nullptr;  // 2 MiB that read as zero
-  char* staging_ = nullptr;  // huge frames only: unregistered alias of device memory
+  char* staging_ = nullptr;  // unregistered alias of device memory: CopyIn, CopyOut
   uint64_t slots_ = 0;
   std::function<void(const UffdFault&)> handler_;  // set before the reader starts
   std::thread reader_;

@@ -848,13 +848,7 @@ void UffdBackend::DriveEngine(bool notify) {
   due.assign(split, timed_replays_.end());
   timed_replays_.erase(split, timed_replays_.end());
   for (const TimedReplay& replay : due) ApplyReplay(replay.policy, replay.block, replay.due);
-  bool fetch = false;
-  {
-    // Faults still being gathered wait for the rest of their batch.
-    absl::MutexLock inbox(&inbox_mu_);
-    fetch = fault_buffer_.empty() || GatherOver();
-  }
-  if (fetch && !engine_->servicing()) engine_->ServiceFaults();
+  if (!engine_->servicing()) engine_->ServiceFaults();
   DrainRecords();
   Nanos next_due = 0;
   for (const TimedReplay& r : timed_replays_) {
@@ -882,7 +876,12 @@ void UffdBackend::DrainRecords() {
 
 size_t UffdBackend::FetchFaults(absl::Span<FaultEntry> out) {
   absl::MutexLock lock(&inbox_mu_);
-  if (gather_window_ > 0 && !fault_buffer_.empty() && !BatchGathered()) ++ungathered_batches_;
+  // Faults still being gathered wait for the rest of their batch, also when
+  // the engine asks on its own right after a replay (the SMs it woke may
+  // have faulted again already, one by one); the service thread fetches
+  // them once gathered (FaultsReady).
+  if (fault_buffer_.empty() || !GatherOver()) return 0;
+  if (gather_window_ > 0 && !BatchGathered()) ++ungathered_batches_;
   // A batch is dated by its gathered instant, but never before the latest
   // replay (the engine services one batch at a time) nor after now.
   fetched_instant_ =

@@ -83,8 +83,7 @@ struct UffdCounters {
   // found by a fault and mapped again (RestoreLostMapping); 0 normally.
   uint64_t restored_mappings = 0;
   // Fault batches fetched before every SM due at the batch's instant had
-  // arrived: the gathering window closed on a straggler, or the engine
-  // fetched on its own right after a batch (see BatchGathered).
+  // arrived: the gathering window closed on a straggler (see BatchGathered).
   uint64_t ungathered_batches = 0;
   uint64_t pages_checked = 0;
   uint64_t corrupted_words = 0;

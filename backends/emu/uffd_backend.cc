@@ -735,6 +735,14 @@ bool UffdBackend::GatherOver() const {
 // straggler left out costs one batch of its own, which is that latency, so
 // waiting longer for it can only cost more. With the throttle off nothing
 // is modelled and faults are fetched at once.
+//
+// A gathered batch takes every buffered fault, also those that SMs which
+// moved on raised a step later meanwhile, where the sim would leave them to
+// a batch of their own. Taking only the batch instant's faults was tried:
+// one straggler then split every later round in two (the flushed group
+// faults again at the replay, the rest a step later), and mlp took 1.45x
+// the sim's batches; merging heals such a split at the next batch
+// (docs/uffd.md, "uffd vs sim on time").
 bool UffdBackend::BatchGathered() const {
   const Nanos instant = gather_instant_.load();
   for (int i = 0; i < options_.sms; ++i) {

@@ -315,7 +315,7 @@ class BenchHooks final : public UffdTransfers::Hooks {
   void Land(const Transfer& t) override {
     if (move_data_) (void)device_.Map(t.block, t.pages, true);
   }
-  void Completed(TransferId) override {
+  void Completed(TransferId, Nanos) override {
     absl::MutexLock lock(&mu_);
     ++done_;
     last_ = MonotonicNanos();

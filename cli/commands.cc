@@ -78,7 +78,8 @@ std::vector<OptionSpec> MachineOptions() {
       {"check-invariants", "",
        "check capacity, byte conservation and page states after every engine step (slow)"},
       {"dilation", "X",
-       "stretch modelled time by X on a real-time backend (uffd), so the host can keep up"},
+       "stretch modelled time by X on a real-time backend (uffd), so the host can keep up; "
+       "reported times stay modelled (wall / X)"},
       {"verify", "", "check every byte read against the value written (uffd backend)"},
   };
 }

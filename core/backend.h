@@ -99,8 +99,18 @@ class Backend {
   // kBlock replay to one block's accessors; other policies wake everyone.
   virtual void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) = 0;
 
-  // The backend's clock: virtual time for sim, wall time since start otherwise.
+  // The backend's clock: virtual time for sim, modelled time (wall time
+  // since the start / dilation) for uffd, wall time since start for cuda.
   virtual Nanos Now() const = 0;
+
+  // When the batch FetchFaults just returned was raised, on Now()'s clock:
+  // the fault-handling latency runs from then. Now() by default. A
+  // real-time backend whose faults reach the engine some host time after
+  // their modelled instant (uffd: thread wake-ups, the gathering of a
+  // batch) returns that instant, so the delivery is not added to the
+  // modelled latency but hidden in it, as the link's booked time hides the
+  // copy's.
+  virtual Nanos FetchedBatchInstant() const { return Now(); }
 };
 
 }  // namespace umlab

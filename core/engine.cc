@@ -205,7 +205,7 @@ void Engine::ServiceBatch(size_t count) {
   servicing_ = true;
   batch_lacked_frames_ = false;
   batch_issued_ = false;
-  batch_start_ns_ = backend_.Now();
+  batch_start_ns_ = backend_.FetchedBatchInstant();
   ++stats_.fault_batches;
   stats_.faults += count;
 

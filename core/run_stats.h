@@ -68,7 +68,7 @@ struct RunStats {
   uint64_t thrashing_detections = 0;
   Nanos throttled_ns = 0;
   // Time.
-  Nanos time_ns = 0;        // run time (virtual on sim, wall on real backends)
+  Nanos time_ns = 0;        // run time (virtual on sim, wall / dilation on uffd, wall on cuda)
   Nanos stall_ns = 0;       // SM time spent stalled on faults, averaged over SMs
   Nanos ideal_time_ns = 0;  // pure compute: the sum of kernel compute times
   Nanos launch_ns = 0;      // gaps between consecutive kernels (launch overhead)

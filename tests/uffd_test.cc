@@ -468,6 +468,45 @@ ProgramBuilder LongProgram(int kernels) {
   return program;
 }
 
+// SMs that a replay wakes together fault together one step later, and on the
+// sim they share a batch (the engine fetches once every SM faulting at that
+// instant has). The uffd service gathers the same batch from threads that
+// arrive tens of microseconds apart, however the host schedules them.
+TEST(UffdBatching, SmsThatFaultAtOneInstantShareABatchAsOnTheSim) {
+  constexpr int kSms = 8;
+  constexpr int kRounds = 8;
+  ProgramBuilder program;
+  program.Alloc(0, 1)
+      .Begin(1, 0)
+      .Access(ProgramBuilder::BlockAddress(0), kSms * kRounds * kPageSize, /*write=*/false)
+      .End(1);
+  // The preset's 45 us fault latency and link, dilated so that the
+  // gathering window (one fault latency) is 45 ms: far longer than any
+  // thread waits for a core, so the count below cannot depend on the host.
+  DeviceConfig device = *DevicePreset("v100-pcie3");
+  device.compute.sm_count = kSms;
+  UffdOptions options;
+  options.sms = kSms;
+  options.dilation = 1000;
+  options.verify = true;
+  options.watchdog_s = 60;
+  DemandPolicy policy;
+  VectorSource source = program.Source();
+  const UffdRun run = RunOnUffd(source, 1, policy, device, options);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const SimRun sim = RunOnSim(program, 1, policy, device);
+  ASSERT_TRUE(sim.status.ok()) << sim.status;
+  // Demand moves exactly the faulted page, so each round's eight pages
+  // fault, once each, in one batch.
+  EXPECT_EQ(sim.stats.faults, uint64_t{kSms * kRounds});
+  EXPECT_EQ(sim.stats.fault_batches, uint64_t{kRounds});
+  EXPECT_EQ(run.stats.faults, sim.stats.faults);
+  EXPECT_EQ(run.stats.fault_batches, sim.stats.fault_batches);
+  // Every batch was gathered by the rule, none by the window running out.
+  EXPECT_EQ(run.counters.ungathered_batches, 0u);
+  EXPECT_EQ(run.counters.corrupted_words, 0u);
+}
+
 TEST(UffdTeardown, SigintStopsTheRunAndLeavesNothingBehind) {
   const int threads_before = CountEntries("/proc/self/task");
   const int fds_before = CountEntries("/proc/self/fd");

@@ -51,6 +51,11 @@ Nanos PcieThrottle::Dilate(Nanos modelled) const {
   return static_cast<Nanos>(std::llround(static_cast<double>(modelled) * dilation_));
 }
 
+Nanos PcieThrottle::Modelled(Nanos wall) const {
+  if (!enabled_) return wall;
+  return static_cast<Nanos>(std::llround(static_cast<double>(wall) / dilation_));
+}
+
 Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now) {
   if (!enabled_ || bytes == 0) return now;
   const Nanos duration = Dilate(link_.Duration(direction, bytes));

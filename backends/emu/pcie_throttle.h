@@ -46,6 +46,9 @@ class PcieThrottle {
 
   // A modelled duration in wall time: `modelled` x dilation, 0 when off.
   Nanos Dilate(Nanos modelled) const;
+  // The inverse: a wall-clock duration in modelled time, `wall` / dilation.
+  // With the throttle off nothing is modelled and time is the wall clock's.
+  Nanos Modelled(Nanos wall) const;
 
   bool enabled() const { return enabled_; }
   double dilation() const { return dilation_; }

@@ -114,7 +114,8 @@ UffdBackend::UffdBackend(const DeviceConfig& device, uint64_t capacity_frames,
       options_(options),
       throttle_(device.link, options.dilation, options.throttle),
       verifier_(options.verify),
-      fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)) {}
+      fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
+      gather_window_(throttle_.Dilate(device.fault_latency_ns)) {}
 
 absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceConfig& device,
                                                                  uint64_t capacity_frames,
@@ -221,7 +222,7 @@ absl::Status UffdBackend::Run(EventSource& program, Engine& engine, EventSink* r
     stall += sms_[i].stall_ns;
     accesses += sms_[i].accesses;
   }
-  stats.stall_ns = stall / std::max(1, options_.sms);
+  stats.stall_ns = throttle_.Modelled(stall / std::max(1, options_.sms));
   stats.page_accesses = accesses;
   {
     absl::MutexLock lock(&inbox_mu_);
@@ -426,6 +427,10 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
   per_access_ns_ = static_cast<double>(compute) * sms / static_cast<double>(total_accesses_);
   cursor_.store(0);
   exec_id_.store(begin.exec_id);
+  // All SMs start at one instant, as on the sim, however late their
+  // threads get going; until an SM runs, its first access is due now.
+  kernel_start_ = MonotonicNanos();
+  for (int i = 0; i < options_.sms; ++i) sms_[i].due.store(kernel_start_);
   {
     absl::MutexLock lock(&kernel_mu_);
     ++generation_;
@@ -528,12 +533,17 @@ void UffdBackend::SmLoop(int index) {
 void UffdBackend::RunShare(int index) {
   SmState& sm = sms_[index];
   const Nanos per_access = static_cast<Nanos>(std::llround(per_access_ns_));
-  Nanos deadline = MonotonicNanos();
+  // The modelled instant of the next access, as a wall-clock deadline.
+  Nanos deadline = kernel_start_;
   size_t range_index = 0;
   for (;;) {
-    if (abort_.load(std::memory_order_relaxed)) return;
-    const uint64_t i = cursor_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= total_accesses_) return;
+    const uint64_t i = abort_.load(std::memory_order_relaxed)
+                           ? total_accesses_
+                           : cursor_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= total_accesses_) {
+      PublishDue(sm, kNever);  // finished: nothing of it is left to gather
+      return;
+    }
     // The cursor only moves forward, so the range is at or after the last.
     while (range_index + 1 < ranges_.size() && ranges_[range_index + 1].start <= i) {
       ++range_index;
@@ -541,20 +551,36 @@ void UffdBackend::RunShare(int index) {
     const KernelRange& range = ranges_[range_index];
     const PageNumber page = range.first_page + (i - range.start);
     const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
-    Access(sm, slot, page, range.write);
-    if (per_access > 0) {
-      deadline += per_access;
-      const Nanos now = MonotonicNanos();
-      if (now > deadline + kPacingCatchUpNanos) {
-        deadline = now;
-      } else if (deadline - now > 20000) {
-        SleepPacing(deadline);
-      }
-    }
+    const bool waited = Access(sm, slot, page, range.write);
+    // Each access is followed by its compute step. A replay resumes every
+    // SM it wakes at one instant, the replay's, as the sim's replay does:
+    // a woken SM's next access is due one step after it, however late the
+    // thread itself got the core.
+    deadline += per_access;
+    if (waited) deadline = std::max(deadline, last_wake_.load() + per_access);
+    const Nanos now = MonotonicNanos();
+    // (Not a woken SM: all SMs of a replay must keep its one instant.)
+    if (!waited && now > deadline + kPacingCatchUpNanos) deadline = now;
+    PublishDue(sm, deadline);
+    if (deadline - now > 20000) SleepPacing(deadline);
   }
 }
 
-void UffdBackend::Access(SmState& sm, uint64_t slot, PageNumber page, bool write) {
+void UffdBackend::PublishDue(SmState& sm, Nanos next) {
+  const Nanos previous = sm.due.load(std::memory_order_relaxed);  // only this SM writes it
+  // Both sequentially consistent, against the receipt that sets the
+  // instant and then checks the SMs' dues: either this SM sees the new
+  // instant (and wakes the service), or the service sees the new due.
+  sm.due.store(next);
+  const Nanos instant = gather_instant_.load();
+  if (previous <= instant && next > instant) {
+    absl::MutexLock lock(&inbox_mu_);
+    inbox_events_.fetch_add(1, std::memory_order_release);
+    inbox_cv_.Signal();
+  }
+}
+
+bool UffdBackend::Access(SmState& sm, uint64_t slot, PageNumber page, bool write) {
   const int index = PageIndexInBlock(page);
   SlotBits& bits = bits_[slot];
   auto* words = reinterpret_cast<uint64_t*>(device_->DevicePage(slot, index));
@@ -569,6 +595,7 @@ void UffdBackend::Access(SmState& sm, uint64_t slot, PageNumber page, bool write
   ++sm.accesses;
   if (!mapped) sm.stall_ns += MonotonicNanos() - t0;
   progress_.fetch_add(1, std::memory_order_relaxed);
+  return !mapped;
 }
 
 // ---------------------------------------------------------------------------
@@ -618,9 +645,20 @@ void UffdBackend::OnFault(const UffdFault& fault) {
   // on the same page makes none.
   absl::MutexLock lock(&inbox_mu_);
   ++received_;
-  stalled_.try_emplace(device_page, entry.time_ns);
-  if (fault_buffer_.Push(entry) && recorder_ != nullptr) {
-    pending_records_.push_back(FaultEvent(entry));
+  stalled_.try_emplace(device_page, MonotonicNanos());
+  if (sm != UINT32_MAX) sms_[sm].stalled_on.store(device_page);
+  const bool was_empty = fault_buffer_.empty();
+  if (fault_buffer_.Push(entry)) {
+    if (recorder_ != nullptr) pending_records_.push_back(FaultEvent(entry));
+    // The batch's instant is its earliest fault's (see BatchGathered).
+    if (was_empty) gather_deadline_ = MonotonicNanos() + gather_window_;
+    // Not before the latest replay: a fault that reached the buffer only
+    // after it (its message was late, and the replay's flush missed it) is
+    // raised again at the replay's instant, as on the sim, where the
+    // replay wakes its SM to fault again at once.
+    const Nanos due = sm != UINT32_MAX ? sms_[sm].due.load() : MonotonicNanos();
+    const Nanos instant = std::max(due, last_wake_.load());
+    if (instant < gather_instant_.load()) gather_instant_.store(instant);
   }
   inbox_events_.fetch_add(1, std::memory_order_release);
   inbox_cv_.Signal();
@@ -656,8 +694,71 @@ void UffdBackend::RestoreLostMapping(uint64_t slot, int index) {
 // The service thread.
 
 bool UffdBackend::ServiceReady() const {
-  return stop_service_ || !completed_.empty() || (!fault_buffer_.empty() && !engine_busy_) ||
+  return stop_service_ || !completed_.empty() || FaultsReady() ||
          (next_replay_due_ != 0 && MonotonicNanos() >= next_replay_due_);
+}
+
+bool UffdBackend::FaultsReady() const {
+  return !fault_buffer_.empty() && !engine_busy_ && GatherOver();
+}
+
+bool UffdBackend::GatherOver() const {
+  if (gather_window_ == 0) return true;  // throttle off: no modelled time to gather in
+  return BatchGathered() || MonotonicNanos() >= gather_deadline_;
+}
+
+// How a batch is gathered. On the sim, the engine fetches once every SM that
+// faults at the instant of the first fault has done so (SimBackend::Fault):
+// SMs that a replay woke together resume at one instant and, when their next
+// pages are missing too, fault together one compute step later, so they
+// share a batch. Real threads woken together reach their next fault tens of
+// microseconds apart (wake-ups, two cores for eight threads), and a service
+// that fetched at the first arrival would batch them one and seven, making
+// the seven wait a whole extra fault latency (measured on 16 idle cores:
+// 4.6 faults a batch against the sim's 7.6, 1.6-1.9x the sim's time).
+//
+// So the uffd SMs keep the model's clock: each publishes the modelled
+// instant of its next access (`due`: the kernel's start plus its compute
+// steps, or, after a stall, the waking replay's instant plus one step), and
+// a batch's instant is the earliest `due` among its faults. The batch is
+// gathered when every SM is accounted for at that instant: it faulted and
+// sleeps in the kernel, or its next access is due later (it hit, or paces
+// ahead), or its share of the kernel is done. That is the sim's "same
+// instant" rule with the modelled instants standing in for the wall-clock
+// arrival order. Two alternatives fall short: waiting until every SM is
+// stalled or finished would hold a fault behind SMs that keep hitting for
+// as long as they do (the sim services it at once), and a window of one
+// compute step after the latest fault (per_access x dilation: 1.5 us for
+// mlp at dilation 8) is far shorter than the threads' wake-up spread, so it
+// gathers nothing more than fetching at once does.
+//
+// Gathering gives up one dilated fault latency after the first fault: a
+// straggler left out costs one batch of its own, which is that latency, so
+// waiting longer for it can only cost more. With the throttle off nothing
+// is modelled and faults are fetched at once.
+//
+// A gathered batch takes every buffered fault, also those that SMs which
+// moved on raised a step later meanwhile, where the sim would leave them to
+// a batch of their own. Taking only the batch instant's faults was tried:
+// one straggler then split every later round in two (the flushed group
+// faults again at the replay, the rest a step later), and mlp took 1.45x
+// the sim's batches; merging heals such a split at the next batch
+// (docs/uffd.md, "uffd vs sim on time").
+bool UffdBackend::BatchGathered() const {
+  const Nanos instant = gather_instant_.load();
+  for (int i = 0; i < options_.sms; ++i) {
+    const SmState& sm = sms_[i];
+    if (sm.stalled_on.load() != SmState::kNotStalled) continue;
+    const Nanos due = sm.due.load();
+    if (due == kNever || due > instant) continue;
+    return false;
+  }
+  return true;
+}
+
+void UffdBackend::EndGather() {
+  gather_instant_.store(kNever);
+  gather_deadline_ = 0;
 }
 
 void UffdBackend::AwaitServiceWork() {
@@ -666,13 +767,22 @@ void UffdBackend::AwaitServiceWork() {
   // itself on a VM whose idle vCPUs halt (backends/emu/uffd_spin.h). That is, once per
   // idle period while a kernel runs (its SMs fault, and a faulting SM waits
   // for this thread), and up to a timed replay that falls due that soon.
+  // While a batch is gathered, the faults it waits for come within tens of
+  // microseconds too, and are polled for until a poll comes back empty.
   bool polled = false;
+  bool gather_polled = false;
   while (!ServiceReady()) {
     const Nanos now = MonotonicNanos();
     const Nanos until_due = next_replay_due_ != 0 ? next_replay_due_ - now : kNever;
+    const bool gathering = !fault_buffer_.empty() && !engine_busy_;
+    const Nanos until_gathered = gathering ? gather_deadline_ - now : kNever;
     Nanos budget = 0;
+    bool gather_poll = false;
     if (until_due <= kServiceSpinNanos) {
       budget = until_due;
+    } else if (gathering && !gather_polled) {
+      budget = std::min(until_gathered, kServiceSpinNanos);
+      gather_poll = true;
     } else if (!polled && kernel_active_.load(std::memory_order_relaxed)) {
       budget = kServiceSpinNanos;
       polled = true;
@@ -680,24 +790,28 @@ void UffdBackend::AwaitServiceWork() {
     if (budget > 0) {
       const uint64_t seen = inbox_events_.load(std::memory_order_acquire);
       inbox_mu_.Unlock();
-      PollForWork(seen, budget);
+      const bool moved = PollForWork(seen, budget);
       inbox_mu_.Lock();
+      if (gather_poll && !moved) gather_polled = true;
       continue;
     }
     // Sleep; for a replay due later, wake a little early and poll the rest.
-    const Nanos wait = until_due != kNever ? until_due - kServiceSpinNanos / 2
-                                           : absl::ToInt64Nanoseconds(kPollInterval);
+    // A batch being gathered is woken by each fault and each SM that moves
+    // past its instant, and at the latest when its window closes.
+    const Nanos wait = std::min(until_due != kNever ? until_due - kServiceSpinNanos / 2
+                                                    : absl::ToInt64Nanoseconds(kPollInterval),
+                                until_gathered);
     inbox_cv_.WaitWithTimeout(&inbox_mu_, absl::Nanoseconds(std::max<Nanos>(wait, 0)));
   }
 }
 
-void UffdBackend::PollForWork(uint64_t seen, Nanos budget) {
+bool UffdBackend::PollForWork(uint64_t seen, Nanos budget) {
   // Fault messages are received here too, every couple of microseconds: a
   // fault then reaches the buffer without waiting for the reader to wake up
   // (the kernel still wakes the reader, which finds the queue empty), and
   // this thread services it with no hand-off at all.
   Nanos next_receive = 0;
-  SpinUntil(budget, [&] {
+  return SpinUntil(budget, [&] {
     if (inbox_events_.load(std::memory_order_acquire) != seen) return true;
     const Nanos now = MonotonicNanos();
     if (now < next_receive) return false;
@@ -711,34 +825,51 @@ void UffdBackend::ServiceLoop() {
   // Timed replays (throttle on) end a timed wait; the default 50 us timer
   // slack would make them late by more than the modelled fault latency.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-  std::vector<TransferId> done;
   for (;;) {
-    done.clear();
     {
       absl::MutexLock lock(&inbox_mu_);
       AwaitServiceWork();
       if (stop_service_) return;
-      done.swap(completed_);
     }
     absl::MutexLock lock(&mu_);
-    for (TransferId id : done) listener_->OnTransferComplete(id);
-    // Replays that were waiting for their time.
-    const Nanos now = MonotonicNanos();
-    std::vector<TimedReplay> due;
-    auto split = std::stable_partition(timed_replays_.begin(), timed_replays_.end(),
-                                       [now](const TimedReplay& r) { return r.due > now; });
-    due.assign(split, timed_replays_.end());
-    timed_replays_.erase(split, timed_replays_.end());
-    for (const TimedReplay& replay : due) ApplyReplay(replay.policy, replay.block);
-    if (!engine_->servicing()) engine_->ServiceFaults();
-    DrainRecords();
-    Nanos next_due = 0;
-    for (const TimedReplay& r : timed_replays_) {
-      next_due = next_due == 0 ? r.due : std::min(next_due, r.due);
-    }
+    DriveEngine(/*notify=*/false);
+  }
+}
+
+void UffdBackend::DriveEngine(bool notify) {
+  // Landed transfers go to the engine in the order they landed; both
+  // threads that call this take them from the inbox under mu_.
+  std::vector<std::pair<TransferId, Nanos>> done;
+  {
     absl::MutexLock inbox(&inbox_mu_);
-    engine_busy_ = engine_->servicing();
-    next_replay_due_ = next_due;
+    done.swap(completed_);
+  }
+  for (const auto& [id, landed_at] : done) {
+    delivering_landed_at_ = landed_at;
+    listener_->OnTransferComplete(id);
+  }
+  delivering_landed_at_ = 0;
+  // Replays that were waiting for their time.
+  const Nanos now = MonotonicNanos();
+  std::vector<TimedReplay> due;
+  auto split = std::stable_partition(timed_replays_.begin(), timed_replays_.end(),
+                                     [now](const TimedReplay& r) { return r.due > now; });
+  due.assign(split, timed_replays_.end());
+  timed_replays_.erase(split, timed_replays_.end());
+  for (const TimedReplay& replay : due) ApplyReplay(replay.policy, replay.block, replay.due);
+  if (!engine_->servicing()) engine_->ServiceFaults();
+  DrainRecords();
+  Nanos next_due = 0;
+  for (const TimedReplay& r : timed_replays_) {
+    next_due = next_due == 0 ? r.due : std::min(next_due, r.due);
+  }
+  absl::MutexLock inbox(&inbox_mu_);
+  engine_busy_ = engine_->servicing();
+  next_replay_due_ = next_due;
+  if (notify) {
+    // The service thread has not seen this: faults may be ready now.
+    inbox_events_.fetch_add(1, std::memory_order_release);
+    inbox_cv_.Signal();
   }
 }
 
@@ -754,7 +885,25 @@ void UffdBackend::DrainRecords() {
 
 size_t UffdBackend::FetchFaults(absl::Span<FaultEntry> out) {
   absl::MutexLock lock(&inbox_mu_);
-  return fault_buffer_.Fetch(out);
+  // Faults still being gathered wait for the rest of their batch, also when
+  // the engine asks on its own right after a replay (the SMs it woke may
+  // have faulted again already, one by one); the service thread fetches
+  // them once gathered (FaultsReady).
+  if (fault_buffer_.empty() || !GatherOver()) return 0;
+  if (gather_window_ > 0 && !BatchGathered()) ++ungathered_batches_;
+  // A batch is dated by its gathered instant, but never before the latest
+  // replay (the engine services one batch at a time) nor after now.
+  fetched_instant_ =
+      std::min(std::max(gather_instant_.load(), last_wake_.load()), MonotonicNanos());
+  const size_t count = fault_buffer_.Fetch(out);
+  if (fault_buffer_.empty()) EndGather();
+  return count;
+}
+
+Nanos UffdBackend::FetchedBatchInstant() const {
+  if (gather_window_ == 0) return Now();  // nothing modelled, nothing to hide
+  absl::MutexLock lock(&inbox_mu_);
+  return throttle_.Modelled(std::max(fetched_instant_, start_ns_) - start_ns_);
 }
 
 Nanos UffdBackend::ReadyAt(Nanos not_before) const {
@@ -764,7 +913,8 @@ Nanos UffdBackend::ReadyAt(Nanos not_before) const {
 
 void UffdBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) {
   const Nanos due = ReadyAt(not_before);
-  if (due > MonotonicNanos()) {
+  const Nanos now = MonotonicNanos();
+  if (due > now) {
     timed_replays_.push_back(TimedReplay{due, policy, block});
     absl::MutexLock lock(&inbox_mu_);
     next_replay_due_ = next_replay_due_ == 0 ? due : std::min(next_replay_due_, due);
@@ -772,10 +922,19 @@ void UffdBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_befor
     inbox_cv_.Signal();
     return;
   }
-  ApplyReplay(policy, block);
+  // Due already. In the model it happens when it fell due or when the
+  // transfer whose landing triggered it landed, whichever is later: the
+  // host's delays since (handing the completion over, this call) are not
+  // modelled time, so the SMs it wakes resume from that instant.
+  const Nanos fell_due = start_ns_ + throttle_.Dilate(not_before);
+  ApplyReplay(policy, block, std::min(now, std::max(fell_due, delivering_landed_at_)));
 }
 
-void UffdBackend::ApplyReplay(ReplayPolicy policy, BlockNumber block) {
+void UffdBackend::ApplyReplay(ReplayPolicy policy, BlockNumber block, Nanos instant) {
+  // The instant the woken SMs resume from (RunShare), and the earliest
+  // instant of any batch fetched from now on (FetchFaults). Only this
+  // thread, under mu_, writes it; it never goes back.
+  if (instant > last_wake_.load()) last_wake_.store(instant);
   uint64_t slot = UINT64_MAX;
   if (policy == ReplayPolicy::kBlock && !FindSlot(block, slot)) return;
   // (device page, entry time), for the pages whose accessors are woken now.
@@ -784,7 +943,18 @@ void UffdBackend::ApplyReplay(ReplayPolicy policy, BlockNumber block) {
     absl::MutexLock lock(&inbox_mu_);
     // Entries still buffered belong to accessors about to be woken; they
     // would fault again anyway (UVM's BATCH_FLUSH).
-    if (policy != ReplayPolicy::kBlock) fault_buffer_.Flush();
+    if (policy != ReplayPolicy::kBlock) {
+      fault_buffer_.Flush();
+      EndGather();
+    }
+    // The SMs it wakes are stalled no more (BatchGathered), from before
+    // they can run.
+    for (int i = 0; i < options_.sms; ++i) {
+      const uint64_t page = sms_[i].stalled_on.load();
+      if (page != SmState::kNotStalled && (slot == UINT64_MAX || page / kPagesPerBlock == slot)) {
+        sms_[i].stalled_on.store(SmState::kNotStalled);
+      }
+    }
     for (auto it = stalled_.begin(); it != stalled_.end();) {
       if (slot != UINT64_MAX && it->first / kPagesPerBlock != slot) {
         ++it;
@@ -808,7 +978,7 @@ void UffdBackend::ApplyReplay(ReplayPolicy policy, BlockNumber block) {
         !s.ok()) {
       Fail(s);
     }
-    const Nanos woken = Now();
+    const Nanos woken = MonotonicNanos();
     for (; i < j; ++i) latencies.push_back(woken - pages[i].second);
   }
   absl::MutexLock lock(&inbox_mu_);
@@ -990,11 +1160,24 @@ void UffdBackend::MapLanded(const Transfer& transfer, uint64_t slot) {
   OrMask(bits.mapped, pages);
 }
 
-void UffdBackend::Completed(TransferId id) {
+void UffdBackend::Completed(TransferId id, Nanos landed_at) {
   progress_.fetch_add(1, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    completed_.emplace_back(id, landed_at);
+    inbox_events_.fetch_add(1, std::memory_order_release);
+  }
+  // A worker (throttle on) hands its landing to the engine itself when the
+  // engine is free: the service thread sleeps while a batch's transfers are
+  // on the link, and waking it costs tens to hundreds of microseconds that
+  // the replay, and every SM it wakes, would wait for. (With the throttle
+  // off this runs inside the engine's own call, on the service thread.)
+  if (throttle_.enabled() && mu_.TryLock()) {
+    DriveEngine(/*notify=*/true);
+    mu_.Unlock();
+    return;
+  }
   absl::MutexLock lock(&inbox_mu_);
-  completed_.push_back(id);
-  inbox_events_.fetch_add(1, std::memory_order_release);
   inbox_cv_.Signal();
 }
 
@@ -1025,6 +1208,7 @@ UffdCounters UffdBackend::counters() const {
   {
     absl::MutexLock lock(&inbox_mu_);
     c.received_faults = received_;
+    c.ungathered_batches = ungathered_batches_;
   }
   c.write_protect_faults = wp_faults_.load();
   c.late_dirty_pages = late_dirty_.load();

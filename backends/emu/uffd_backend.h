@@ -20,12 +20,19 @@
 //     replayed pages. While a kernel runs it polls for up to 50 us before
 //     it sleeps, and receives fault messages itself meanwhile (as the
 //     reader would), so that a fault arriving then is serviced without a
-//     thread wake-up: on a VM those cost several times the service itself;
-//   - two transfer workers (UffdTransfers) move data through the throttle.
+//     thread wake-up: on a VM those cost several times the service itself.
+//     It gathers a batch as the modelled device does (see BatchGathered);
+//   - two transfer workers (UffdTransfers) move data through the throttle;
+//     a worker whose transfer landed drives the engine itself (delivers the
+//     completion, runs the replay it triggers) when the engine is free,
+//     rather than waking the service thread for it.
 // The engine is called only under one lock (mu_).
 //
 // Modelled times (link, fault-handling latency, kernel compute) are
-// stretched by `dilation`; `throttle=false` drops them all.
+// stretched by `dilation`; `throttle=false` drops them all. The backend's
+// clock (Now(), hence the engine's timestamps and the run's time_ns and
+// stall_ns) is modelled time: wall time since the start / dilation, so that
+// it reads in the same units as the sim's (wall time when throttle=false).
 #ifndef UMLAB_BACKENDS_EMU_UFFD_BACKEND_H_
 #define UMLAB_BACKENDS_EMU_UFFD_BACKEND_H_
 
@@ -80,6 +87,9 @@ struct UffdCounters {
   // Mapped pages whose page-table entry the kernel had dropped on its own,
   // found by a fault and mapped again (RestoreLostMapping); 0 normally.
   uint64_t restored_mappings = 0;
+  // Fault batches fetched before every SM due at the batch's instant had
+  // arrived: the gathering window closed on a straggler (see BatchGathered).
+  uint64_t ungathered_batches = 0;
   uint64_t pages_checked = 0;
   uint64_t corrupted_words = 0;
   uint64_t zeroed_pages_read = 0;  // data pages read back as zeroes (dropped)
@@ -113,11 +123,14 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   void Invalidate(BlockNumber block, const PageMask& pages) override;
   PageUse QueryUse(BlockNumber block) const override;
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
-  Nanos Now() const override { return MonotonicNanos() - start_ns_; }
+  // Modelled time since the run started (see the top of this file).
+  Nanos Now() const override { return throttle_.Modelled(MonotonicNanos() - start_ns_); }
+  // The fetched batch's instant (BatchGathered), at most Now().
+  Nanos FetchedBatchInstant() const override;
 
   UffdCounters counters() const;
   // Fault entry (the reader's receipt) to the replay that woke it, per
-  // replayed page, in ns; at most the first 2^20.
+  // replayed page, in wall-clock ns; at most the first 2^20.
   std::vector<Nanos> service_latencies() const;
   // Page accesses done plus transfers landed so far (tests use it to know a
   // run is under way).
@@ -136,6 +149,15 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
     uint64_t accesses = 0;
     Nanos stall_ns = 0;
     std::atomic<int> tid{0};
+    // The modelled instant of the SM's current (or, while it paces, next)
+    // access, as a MonotonicNanos deadline; kNever once its share of the
+    // kernel is done. Written by the SM, read by the service's gather.
+    std::atomic<Nanos> due{kNever};
+    // The device page its current access faulted on while it sleeps in the
+    // kernel (kNotStalled otherwise): set by the fault's receipt, cleared
+    // by the replay that wakes it, both under inbox_mu_.
+    static constexpr uint64_t kNotStalled = UINT64_MAX;
+    std::atomic<uint64_t> stalled_on{kNotStalled};
   };
   struct TimedReplay {
     Nanos due;  // MonotonicNanos
@@ -175,20 +197,41 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // Threads.
   void SmLoop(int index);
   void RunShare(int index);
-  void Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
+  // Returns whether the page was unmapped when the access began (it
+  // faulted, unless a mapping landed just then).
+  bool Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
   void OnFault(const UffdFault& fault);
   // A miss on a page whose mapped bit is set: maps it again if the kernel
   // dropped its entry (see the .cc).
   void RestoreLostMapping(uint64_t slot, int index);
   void ServiceLoop();
+  // The service's work under mu_: landed transfers to the engine, replays
+  // that fell due, a gathered fault batch; then the engine's state to the
+  // inbox, waking the service thread if `notify` (another thread drove).
+  void DriveEngine(bool notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The service thread has something to do.
   bool ServiceReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  // Buffered faults may be fetched: the engine is idle and the batch is
+  // gathered (BatchGathered) or its gathering window has closed.
+  bool FaultsReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  bool GatherOver() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  // Every SM that faults at the batch's instant has done so (see the .cc).
+  bool BatchGathered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  // The fault buffer was emptied: no batch is being gathered.
+  void EndGather() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
+  // An SM moves on to the access due at `next` (kNever: its share is done);
+  // wakes the service if that takes it past the instant being gathered.
+  void PublishDue(SmState& sm, Nanos next);
   // Returns once ServiceReady(); polls before it sleeps (see the .cc).
   void AwaitServiceWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox_mu_);
   // Polls, without inbox_mu_, for up to `budget` ns until inbox_events_
-  // moves on from `seen`, receiving fault messages meanwhile.
-  void PollForWork(uint64_t seen, Nanos budget);
-  void ApplyReplay(ReplayPolicy policy, BlockNumber block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // moves on from `seen`, receiving fault messages meanwhile. Returns
+  // whether it did (false: the budget ran out or the core was wanted).
+  bool PollForWork(uint64_t seen, Nanos budget);
+  // `instant` (MonotonicNanos): when the replay happens in the model, the
+  // instant the SMs it wakes resume from.
+  void ApplyReplay(ReplayPolicy policy, BlockNumber block, Nanos instant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DrainRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const absl::Status& status);
   Nanos ReadyAt(Nanos not_before) const;
@@ -196,7 +239,7 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // UffdTransfers::Hooks.
   void Copy(const Transfer& transfer) override;
   void Land(const Transfer& transfer) override;
-  void Completed(TransferId id) override;
+  void Completed(TransferId id, Nanos landed_at) override;
 
   // Page-table bits.
   PageMask Load(const std::atomic<uint64_t>* words) const;
@@ -235,6 +278,10 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // The engine and everything it calls back into.
   absl::Mutex mu_;
   std::vector<TimedReplay> timed_replays_ ABSL_GUARDED_BY(mu_);
+  // While the service delivers a landed transfer to the engine: when its
+  // link time ended (MonotonicNanos), the earliest a replay it triggers
+  // can happen in the model; 0 otherwise.
+  Nanos delivering_landed_at_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::flat_hash_map<BlockNumber, PageMask> queried_dirty_;  // under mu_
 
   // Device page-table changes, and the dirty bits they race with.
@@ -248,12 +295,28 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   mutable absl::Mutex inbox_mu_;
   absl::CondVar inbox_cv_;
   FaultBuffer fault_buffer_ ABSL_GUARDED_BY(inbox_mu_);
-  absl::flat_hash_map<uint64_t, Nanos> stalled_ ABSL_GUARDED_BY(inbox_mu_);  // device page
+  // Device page -> when its first fault was received (MonotonicNanos).
+  absl::flat_hash_map<uint64_t, Nanos> stalled_ ABSL_GUARDED_BY(inbox_mu_);
   std::vector<Event> pending_records_ ABSL_GUARDED_BY(inbox_mu_);
-  std::vector<TransferId> completed_ ABSL_GUARDED_BY(inbox_mu_);
+  // Landed transfers and when their link time ended (MonotonicNanos).
+  std::vector<std::pair<TransferId, Nanos>> completed_ ABSL_GUARDED_BY(inbox_mu_);
   std::vector<Nanos> latencies_ ABSL_GUARDED_BY(inbox_mu_);
   uint64_t received_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  uint64_t ungathered_batches_ ABSL_GUARDED_BY(inbox_mu_) = 0;
   bool engine_busy_ ABSL_GUARDED_BY(inbox_mu_) = false;
+  // The batch being gathered: the modelled instant of its earliest fault
+  // (an SM's `due`; kNever when the buffer is empty) and the wall time at
+  // which gathering gives up (the first fault's receipt + one dilated
+  // fault-handling latency). The instant is written under inbox_mu_ and
+  // read by the SMs without it.
+  std::atomic<Nanos> gather_instant_{kNever};
+  Nanos gather_deadline_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  // The instant of the batch last fetched (MonotonicNanos).
+  Nanos fetched_instant_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  Nanos gather_window_ = 0;  // dilated fault latency; 0 (throttle off): no gathering
+  // When the latest replay woke its accessors (MonotonicNanos): the instant
+  // a woken SM resumes from, as on the sim all woken SMs resume at once.
+  std::atomic<Nanos> last_wake_{0};
   Nanos next_replay_due_ ABSL_GUARDED_BY(inbox_mu_) = 0;
   bool stop_service_ ABSL_GUARDED_BY(inbox_mu_) = false;
   // Bumped (under inbox_mu_) by everything that may give the service thread
@@ -274,6 +337,7 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   std::vector<KernelRange> ranges_;  // read-only while a kernel runs
   uint64_t total_accesses_ = 0;
   double per_access_ns_ = 0;
+  Nanos kernel_start_ = 0;  // MonotonicNanos at dispatch: every SM's first access is due then
   std::atomic<uint64_t> cursor_{0};
   std::atomic<uint32_t> exec_id_{0};
   uint32_t kernel_seq_ = 0;

@@ -45,7 +45,7 @@ void UffdTransfers::Submit(const Transfer& transfer, Nanos ready_at) {
     // per fault batch are saved.
     hooks_.Copy(transfer);
     hooks_.Land(transfer);
-    hooks_.Completed(transfer.id);
+    hooks_.Completed(transfer.id, MonotonicNanos());
     return;
   }
   const LinkDirection direction = transfer.kind == TransferKind::kEviction
@@ -117,7 +117,7 @@ void UffdTransfers::WorkerLoop(LinkDirection direction) {
       }
       changed_.SignalAll();
     }
-    hooks_.Completed(next.transfer.id);
+    hooks_.Completed(next.transfer.id, end);
   }
 }
 

@@ -37,8 +37,10 @@ class UffdTransfers {
     virtual void Copy(const Transfer& transfer) = 0;
     // Once the link time is over: map a migration's pages.
     virtual void Land(const Transfer& transfer) = 0;
-    // The transfer is over; tell the engine.
-    virtual void Completed(TransferId id) = 0;
+    // The transfer is over; tell the engine. `landed_at` (MonotonicNanos)
+    // is when its modelled link time ended, which the worker's own delays
+    // may have passed.
+    virtual void Completed(TransferId id, Nanos landed_at) = 0;
   };
 
   UffdTransfers(PcieThrottle& throttle, Hooks& hooks);

@@ -74,24 +74,24 @@ double Error(double predicted, const nlohmann::json& measured, const char* key) 
 
 class FidelityTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(FidelityTest, DemandPagingIsPredicted) {
-  const nlohmann::json measured = Measured(GetParam(), "demand");
-  const RunStats predicted = Predicted(GetParam(), "demand");
-  EXPECT_NEAR(Error(predicted.time_ns, measured, "time_ns"), 0, kDemandTime);
-  EXPECT_NEAR(Error(predicted.h2d_bytes, measured, "h2d_bytes"), 0, kDemandTraffic);
-  EXPECT_NEAR(Error(predicted.d2h_bytes, measured, "d2h_bytes"), 0, kDemandTraffic);
-}
+// One case per workload: each prediction is a whole replay (a minute under
+// the sanitizers), so the ranking check reuses the two it already has.
+TEST_P(FidelityTest, DemandAndDeepumArePredictedAndRankTheSame) {
+  const nlohmann::json demand = Measured(GetParam(), "demand");
+  const RunStats demand_predicted = Predicted(GetParam(), "demand");
+  EXPECT_NEAR(Error(demand_predicted.time_ns, demand, "time_ns"), 0, kDemandTime);
+  EXPECT_NEAR(Error(demand_predicted.h2d_bytes, demand, "h2d_bytes"), 0, kDemandTraffic);
+  EXPECT_NEAR(Error(demand_predicted.d2h_bytes, demand, "d2h_bytes"), 0, kDemandTraffic);
 
-TEST_P(FidelityTest, DeepumIsPredictedWithinItsBoundAndRanksFirst) {
-  const nlohmann::json measured = Measured(GetParam(), "deepum");
-  const RunStats predicted = Predicted(GetParam(), "deepum");
-  EXPECT_NEAR(Error(predicted.time_ns, measured, "time_ns"), 0, kDeepumTime);
-  EXPECT_NEAR(Error(predicted.h2d_bytes, measured, "h2d_bytes"), 0, kDeepumTraffic);
-  EXPECT_NEAR(Error(predicted.d2h_bytes, measured, "d2h_bytes"), 0, kDeepumTraffic);
-  // Faster than demand on both sides.
-  EXPECT_LT(measured["time_ns"].get<double>(),
-            Measured(GetParam(), "demand")["time_ns"].get<double>());
-  EXPECT_LT(predicted.time_ns, Predicted(GetParam(), "demand").time_ns);
+  const nlohmann::json deepum = Measured(GetParam(), "deepum");
+  const RunStats deepum_predicted = Predicted(GetParam(), "deepum");
+  EXPECT_NEAR(Error(deepum_predicted.time_ns, deepum, "time_ns"), 0, kDeepumTime);
+  EXPECT_NEAR(Error(deepum_predicted.h2d_bytes, deepum, "h2d_bytes"), 0, kDeepumTraffic);
+  EXPECT_NEAR(Error(deepum_predicted.d2h_bytes, deepum, "d2h_bytes"), 0, kDeepumTraffic);
+
+  // deepum is faster than demand on both sides.
+  EXPECT_LT(deepum["time_ns"].get<double>(), demand["time_ns"].get<double>());
+  EXPECT_LT(deepum_predicted.time_ns, demand_predicted.time_ns);
 }
 
 INSTANTIATE_TEST_SUITE_P(H200, FidelityTest, ::testing::ValuesIn(kWorkloads),

@@ -354,12 +354,17 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   return transfer.id;
 }
 
-void Engine::ReleaseResidency(BlockState& block, const PageUse& use) {
+// `pages` by value: callers pass the block's own resident mask.
+void Engine::ReleasePages(BlockState& block, PageMask pages, const PageUse& use) {
   stats_.evictions += 1;
-  stats_.evicted_bytes += MaskBytes(block.resident);
-  stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & use.accessed);
-  block.resident.reset();
-  block.prefetched.reset();
+  stats_.evicted_bytes += MaskBytes(block.resident & pages);
+  stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & pages & use.accessed);
+  block.resident &= ~pages;
+  block.prefetched &= ~pages;
+}
+
+void Engine::ReleaseResidency(BlockState& block, const PageUse& use) {
+  ReleasePages(block, block.resident, use);
   block.pinned = false;
   memory_.ReleaseFrame(block);
 }
@@ -389,13 +394,8 @@ void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
   }
   // Pages arrived or are arriving since the device chose the block: only
   // the evicted ones go, and the block keeps its frame for the rest.
-  const PageUse use = backend_.QueryUse(number);
   stats_.device_evictions += 1;
-  stats_.evictions += 1;
-  stats_.evicted_bytes += MaskBytes(gone);
-  stats_.prefetch_useful_bytes += MaskBytes(block->prefetched & gone & use.accessed);
-  block->resident &= ~gone;
-  block->prefetched &= ~gone;
+  ReleasePages(*block, gone, backend_.QueryUse(number));
   Record(EventKind::kEvict, number, MaskBytes(gone), 0);
   policy_.OnEvicted(number, gone);
   MaybeCheckInvariants();

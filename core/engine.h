@@ -124,6 +124,9 @@ class Engine final : public TransferListener, private PolicyContext {
   // it, forgets the block's pages (`use` says which were accessed) and
   // frees its frame.
   void ReleaseResidency(BlockState& block, const PageUse& use);
+  // The part of it that concerns pages: counts the eviction and forgets
+  // `pages` (`use` says which were accessed); the frame stays.
+  void ReleasePages(BlockState& block, PageMask pages, const PageUse& use);
   TransferId IssueMigration(BlockState& block, const PageMask& pages,
                             const PageMask& prefetched, TransferKind kind,
                             TransferId after);

@@ -56,10 +56,7 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
   if (!assembler.status().ok()) return assembler.status();
   // As the cuda backend drains CUPTI at the end: every eviction the driver
   // made is known before the books close.
-  while (!unreported_.empty()) {
-    const auto [block, ids] = *unreported_.begin();
-    ReportDeviceEviction(block, ids.front(), device_evictions_.at(ids.front()).second);
-  }
+  while (!unreported_.empty()) ReportDeviceEvictions(unreported_.begin()->first);
   engine.Finish();
   RunStats& stats = engine.mutable_stats();
   stats.time_ns = clock_.now();
@@ -181,12 +178,7 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   if (options_.policy_from_user) {
     // The driver services this fault itself; whatever it evicted of the
     // block is old news by then.
-    if (auto it = unreported_.find(BlockOfPage(page)); it != unreported_.end()) {
-      const std::vector<TransferId> ids = it->second;
-      for (TransferId id : ids) {
-        ReportDeviceEviction(BlockOfPage(page), id, device_evictions_.at(id).second);
-      }
-    }
+    ReportDeviceEvictions(BlockOfPage(page));
     if (pending_per_block_.contains(BlockOfPage(page))) {
       ServiceQueuedPrefetch(page, now / kPicosPerNano);
     }
@@ -218,9 +210,9 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
       if (auto evicted = device_evictions_.find(id); evicted != device_evictions_.end()) {
         // The driver's own eviction: the engine hears of it as the cuda
         // backend does, from the transfer's record, once the copy is done.
-        const auto [victim, pages] = evicted->second;
+        const BlockNumber victim = evicted->second;
         device_evictions_.erase(evicted);
-        ReportDeviceEviction(victim, id, pages);
+        ReportDeviceEviction(victim, id);
         continue;
       }
       auto it = transfers_.find(id);
@@ -448,8 +440,8 @@ TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
     arrival_order_.erase(it);
     device_memory_.Unmap(victim, pages);
     const TransferId id = next_device_transfer_++;
-    device_evictions_.emplace(id, std::make_pair(victim, pages));
-    unreported_[victim].push_back(id);
+    device_evictions_.emplace(id, victim);
+    unreported_[victim].push_back({id, pages});
     engine_->mutable_stats().d2h_bytes += MaskBytes(pages);
     link_.Submit(LinkTransfer{id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
                               MaskBytes(pages), clock_.now(), 0},
@@ -483,14 +475,27 @@ void SimBackend::VoidQueuedEvictions(BlockNumber block) {
   }
 }
 
-void SimBackend::ReportDeviceEviction(BlockNumber block, TransferId id, const PageMask& pages) {
+void SimBackend::ReportDeviceEviction(BlockNumber block, TransferId id) {
   auto it = unreported_.find(block);
   if (it == unreported_.end()) return;
-  auto position = std::find(it->second.begin(), it->second.end(), id);
-  if (position == it->second.end()) return;  // reported already
-  it->second.erase(position);
-  if (it->second.empty()) unreported_.erase(it);
+  std::vector<UnreportedEviction>& evictions = it->second;
+  auto position = std::find_if(evictions.begin(), evictions.end(),
+                               [id](const UnreportedEviction& e) { return e.id == id; });
+  if (position == evictions.end()) return;  // reported already
+  const PageMask pages = position->pages;
+  evictions.erase(position);
+  if (evictions.empty()) unreported_.erase(it);
   engine_->OnDevicePagesEvicted(block, pages);
+}
+
+void SimBackend::ReportDeviceEvictions(BlockNumber block) {
+  auto it = unreported_.find(block);
+  if (it == unreported_.end()) return;
+  const std::vector<UnreportedEviction> evictions = std::move(it->second);
+  unreported_.erase(it);
+  for (const UnreportedEviction& eviction : evictions) {
+    engine_->OnDevicePagesEvicted(block, eviction.pages);
+  }
 }
 
 void SimBackend::NoteArrival(BlockNumber block) {

@@ -201,8 +201,9 @@ class SimBackend final : public Backend {
   void ServiceQueuedPrefetch(PageNumber page, Nanos now);
   void ForgetIfUnmapped(BlockNumber block);
   // Tells the engine of a driver eviction, once: when its copy is done, or
-  // earlier if the block faults first.
-  void ReportDeviceEviction(BlockNumber block, TransferId id, const PageMask& pages);
+  // earlier (all of the block's, oldest first) if the block faults first.
+  void ReportDeviceEviction(BlockNumber block, TransferId id);
+  void ReportDeviceEvictions(BlockNumber block);
   void ForgetQueuedEviction(BlockNumber block);
   // User mode: the driver evicted `block` while the policy's pre-evictions
   // of it were still queued; they complete having moved nothing.
@@ -254,10 +255,14 @@ class SimBackend final : public Backend {
   // Ids of the driver's own evictions (from the top of the range, so they
   // never meet the engine's).
   TransferId next_device_transfer_ = TransferId{1} << 62;
-  // The driver's own evictions on the link: the block and the pages.
-  absl::flat_hash_map<TransferId, std::pair<BlockNumber, PageMask>> device_evictions_;
-  // Of those, the ones the engine has not heard of yet, per block.
-  absl::flat_hash_map<BlockNumber, std::vector<TransferId>> unreported_;
+  // The driver's own evictions on the link, and their blocks.
+  absl::flat_hash_map<TransferId, BlockNumber> device_evictions_;
+  // Driver evictions the engine has not heard of yet, per block, oldest first.
+  struct UnreportedEviction {
+    TransferId id;
+    PageMask pages;
+  };
+  absl::flat_hash_map<BlockNumber, std::vector<UnreportedEviction>> unreported_;
   // Arrivals that found every block on the device busy; retried whenever a
   // transfer finishes.
   std::deque<Transfer> waiting_for_room_;

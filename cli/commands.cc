@@ -14,6 +14,7 @@
 #include "cli/report.h"
 #include "cli/regress.h"
 #include "cli/trace_summary.h"
+#include "cli/visual_outputs.h"
 #include "core/byte_size.h"
 #include "core/policy.h"
 #include "core/program_summary.h"
@@ -204,6 +205,8 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
     }
   }
   setup.request.program = &program;
+  setup.request.record_series = ctx.args.Has("series") || ctx.args.Has("report");
+  setup.request.record_timeline = ctx.args.Has("timeline");
   std::vector<RunRequest> requests;
   for (const std::string& spec : policies) {
     requests.push_back(setup.request);
@@ -215,6 +218,26 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
     results.push_back(*std::move(result));
   }
   ctx.out << setup.format->render(results);
+  if (const std::optional<std::string> path = ctx.args.Get("timeline")) {
+    if (absl::Status s = TimelineFromRun(results.front(), *path); !s.ok()) return RunFailed(s);
+  }
+  if (const std::optional<std::string> path = ctx.args.Get("report")) {
+    if (absl::Status s = ReportFromRuns(results, *path); !s.ok()) return RunFailed(s);
+  }
+  return std::nullopt;
+}
+
+// `umlab report` and `umlab timeline`: positional inputs, one --output.
+std::optional<Failure> WriteVisual(
+    const Context& ctx, const std::string& usage, bool one_input,
+    const std::function<absl::Status(const std::vector<std::string>&, const std::string&)>&
+        write) {
+  const std::vector<std::string>& inputs = ctx.args.positional();
+  const std::optional<std::string> output = ctx.args.Get("output");
+  if (inputs.empty() || (one_input && inputs.size() != 1) || !output.has_value()) {
+    return Usage(absl::InvalidArgumentError(usage));
+  }
+  if (absl::Status s = write(inputs, *output); !s.ok()) return RunFailed(s);
   return std::nullopt;
 }
 
@@ -374,7 +397,8 @@ const std::vector<Command>& Commands() {
        "Runs the program on the chosen backend with one policy.",
        Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{{"policy", "SPEC", "policy, optionally with parameters "
-                                                       "(deepum:rows=1024)", "demand"}}),
+                                                       "(deepum:rows=1024)", "demand"},
+                                    SeriesOption(), TimelineOption()}),
        RunCommand},
       {"record", "--output=FILE.umt [options]",
        "run like 'run' and write a .umt trace of the program and what was observed",
@@ -383,12 +407,14 @@ const std::vector<Command>& Commands() {
        Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{
                 {"policy", "SPEC", "policy to run while recording", "demand"},
-                {"output", "FILE", "the trace to write (written to FILE.tmp, then renamed)"}}),
+                {"output", "FILE", "the trace to write (written to FILE.tmp, then renamed)"},
+                SeriesOption(), TimelineOption()}),
        RecordCommand},
       {"replay", "FILE.umt [options]", "run a policy on the program a trace recorded",
        "The device defaults to the one the trace was recorded for.",
        Join(MachineOptions(), RunFormatOption(),
-            std::vector<OptionSpec>{{"policy", "SPEC", "policy to run", "demand"}}),
+            std::vector<OptionSpec>{{"policy", "SPEC", "policy to run", "demand"},
+                                    SeriesOption(), TimelineOption()}),
        ReplayCommand},
       {"compare", "[options]", "A/B compare policies on one workload or trace",
        "Runs every policy on the same program, device and capacity, and prints one row "
@@ -399,8 +425,35 @@ const std::vector<Command>& Commands() {
                  "comma-separated policy specs, e.g. demand,deepum:rows=1024,assoc=4",
                  "demand, every other policy, ideal", true},
                 {"trace", "FILE", "compare on a recorded trace instead of a workload"},
-                JobsOption()}),
+                JobsOption(), SeriesOption(), ReportOption()}),
        CompareCommand},
+      {"report", "FILE.json... --output=FILE.html",
+       "draw runs' JSON as one self-contained HTML page of charts",
+       "Reads the JSON that run, replay or compare printed with --format=json (add --series "
+       "for the charts over time) and writes one HTML file with inline SVG and no script or "
+       "network access: a comparison table with speedups, time and stall per iteration, faults "
+       "per kernel, device memory over time, link use per direction, and prefetch usefulness "
+       "and lateness (docs/report.md).",
+       ReportCommandOptions(),
+       [](const Context& ctx) {
+         return WriteVisual(ctx, "umlab report takes JSON files and --output=FILE.html",
+                            false, ReportFromJsonFiles);
+       }},
+      {"timeline", "FILE.umt --output=FILE.json",
+       "convert a trace to Chrome trace-event JSON (Perfetto, chrome://tracing)",
+       "A .umt trace holds the times of faults and of transfers as issued, not of kernels or "
+       "fault batches, and those tracks stay empty; for every track (kernels, fault batches, "
+       "transfers on each link direction, counters) run with --timeline=FILE instead "
+       "(docs/report.md).",
+       TimelineCommandOptions(),
+       [](const Context& ctx) {
+         return WriteVisual(ctx, "umlab timeline takes one trace: umlab timeline FILE.umt "
+                                 "--output=FILE.json",
+                            true,
+                            [](const std::vector<std::string>& inputs, const std::string& output) {
+                              return TimelineFromTraceFile(inputs.front(), output);
+                            });
+       }},
       {"inspect", "FILE.umt [--format=FMT]",
        "check a trace end to end and summarise it", "Reads every chunk, so corruption "
        "anywhere is reported (exit 1).",
@@ -515,8 +568,9 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     err << "umlab " << command->name << ": " << parsed.status().message() << "\n";
     return kExitUsage;
   }
-  const bool takes_positional =
-      command->name == "replay" || command->name == "inspect" || command->name == "regress";
+  const bool takes_positional = command->name == "replay" || command->name == "inspect" ||
+                                command->name == "regress" || command->name == "report" ||
+                                command->name == "timeline";
   if (!takes_positional && !parsed->positional().empty()) {
     err << "umlab " << command->name << ": unexpected argument '" << parsed->positional()[0]
         << "'; see 'umlab " << command->name << " --help'\n";

@@ -26,10 +26,33 @@ Json PolicyStatsJson(const PolicyStats& stats) {
   return out;
 }
 
+// The optional `series` object (docs/json-contract.md): the run over time.
+Json SeriesJson(const RunSeries& series) {
+  Json out = Json{{"interval_ns", series.interval_ns},
+                  {"resident_bytes", series.resident_bytes},
+                  {"in_flight_bytes", series.in_flight_bytes},
+                  {"prefetched_unused_bytes", series.prefetched_unused_bytes},
+                  {"inactive_bytes", series.inactive_bytes},
+                  {"fault_h2d_bytes", series.fault_h2d_bytes},
+                  {"prefetch_h2d_bytes", series.prefetch_h2d_bytes},
+                  {"eviction_d2h_bytes", series.eviction_d2h_bytes},
+                  {"faults", series.faults}};
+  Json& kernels = out["kernels"] = Json::array();
+  for (const KernelSample& k : series.kernels) {
+    kernels.push_back(Json{{"name", k.name},
+                           {"start_ns", k.start_ns},
+                           {"time_ns", k.time_ns},
+                           {"faults", k.faults},
+                           {"faulted_pages", k.faulted_pages}});
+  }
+  return out;
+}
+
 Json RunJson(const RunResult& run) {
   Json out = RunScalars(run);
   Json& iterations = out["per_iteration"] = Json::array();
   for (const IterationStats& it : run.stats.per_iteration) iterations.push_back(IterationJson(it));
+  if (run.series.has_value()) out["series"] = SeriesJson(*run.series);
   out["policy_stats"] = PolicyStatsJson(run.policy_stats);
   return out;
 }

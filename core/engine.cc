@@ -78,13 +78,18 @@ void Engine::OnProgramEvent(const Event& event) {
       ApplyAllocatorEvent(event);
       policy_.OnAllocatorEvent(event);
       break;
+    case EventKind::kKernelDefine:
+      Notify([&](EngineObserver& o) { o.OnKernelDefined(event.exec_id, event.name); });
+      return;
     case EventKind::kKernelBegin:
       current_exec_id_ = event.exec_id;
       ++stats_.kernels;
       stats_.ideal_time_ns += event.duration_ns;
+      Notify([&](EngineObserver& o) { o.OnKernelBegin(event.exec_id, backend_.Now()); });
       policy_.OnKernelBegin(event.exec_id);
       break;
     case EventKind::kKernelEnd:
+      Notify([&](EngineObserver& o) { o.OnKernelEnd(event.exec_id, backend_.Now()); });
       policy_.OnKernelEnd(event.exec_id);
       current_exec_id_ = 0;
       break;
@@ -92,7 +97,7 @@ void Engine::OnProgramEvent(const Event& event) {
       return;  // accesses and observed events are the backend's business
   }
   PumpPrefetches();
-  MaybeCheckInvariants();
+  EndStep();
 }
 
 void Engine::ApplyAllocatorEvent(const Event& event) {
@@ -120,6 +125,9 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                             block.prefetched &= ~dropped;
                             stats_.invalidated_bytes += MaskBytes(dropped);
                             Record(EventKind::kInvalidate, number, MaskBytes(dropped), 0);
+                            Notify([&](EngineObserver& o) {
+                              o.OnInvalidated(number, MaskBytes(dropped), backend_.Now());
+                            });
                           }
                           block.invalid |= pages & ~block.in_flight;
                           if (block.has_frame && block.resident.none() &&
@@ -147,8 +155,9 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
   }
 }
 
-void Engine::BeginIteration(uint64_t /*index*/) {
+void Engine::BeginIteration(uint64_t index) {
   CloseIteration();
+  Notify([&](EngineObserver& o) { o.OnIterationBegin(index, backend_.Now()); });
   in_iteration_ = true;
   iteration_start_ = Snapshot(stats_);
   iteration_start_ns_ = backend_.Now();
@@ -180,6 +189,23 @@ void Engine::Finish() {
     stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & use.accessed);
   }
   CloseIteration();
+  const Nanos now = backend_.Now();
+  Notify([&](EngineObserver& o) { o.OnFinish(*this, now); });
+}
+
+ResidencyBreakdown Engine::Residency() const {
+  ResidencyBreakdown out;
+  for (const BlockState& block : memory_.blocks()) {
+    out.in_flight_bytes += MaskBytes(block.in_flight);
+    if (block.resident.none()) continue;
+    const PageMask inactive = block.resident & block.inactive;
+    PageMask unused = block.resident & block.prefetched & ~block.inactive;
+    if (unused.any()) unused &= ~backend_.QueryUse(block.number).accessed;
+    out.inactive_bytes += MaskBytes(inactive);
+    out.prefetched_unused_bytes += MaskBytes(unused);
+    out.resident_bytes += MaskBytes(block.resident & ~inactive & ~unused);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -194,11 +220,11 @@ void Engine::ServiceFaults() {
       backend_.Replay(ReplayPolicy::kOnce, 0, batch_start_ns_ + config_.fault_latency_ns);
     }
     PumpPrefetches();
-    MaybeCheckInvariants();
+    EndStep();
     return;
   }
   ServiceBatch(count);
-  MaybeCheckInvariants();
+  EndStep();
 }
 
 void Engine::ServiceBatch(size_t count) {
@@ -208,6 +234,7 @@ void Engine::ServiceBatch(size_t count) {
   batch_start_ns_ = backend_.FetchedBatchInstant();
   ++stats_.fault_batches;
   stats_.faults += count;
+  const uint64_t pages_before = stats_.faulted_pages;
 
   // Preprocess: sort by page (stable on arrival, so the first entry of a
   // page wins), drop duplicates, group by block.
@@ -235,6 +262,9 @@ void Engine::ServiceBatch(size_t count) {
   policy_.OnFaultBatch(FaultBatch{batch_start_ns_,
                                   absl::MakeConstSpan(raw_batch_.data(), count),
                                   faulted_blocks_});
+  Notify([&](EngineObserver& o) {
+    o.OnFaultBatch(batch_start_ns_, count, stats_.faulted_pages - pages_before);
+  });
   for (const FaultedBlock& faulted : faulted_blocks_) ServiceBlock(faulted);
   if (batch_outstanding_.empty()) FinishBatch();
 }
@@ -275,6 +305,7 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
 
 void Engine::FinishBatch() {
   servicing_ = false;
+  Notify([&](EngineObserver& o) { o.OnFaultBatchDone(backend_.Now()); });
   // A batch that found no frame, with nothing in flight or queued that could
   // free one, will be followed by the same batch forever.
   const bool fruitless = batch_lacked_frames_ && !batch_issued_ && inflight_.empty() &&
@@ -347,8 +378,14 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   ReleaseResidency(victim, use);
   inflight_.emplace(transfer.id, InFlight{transfer, PageMask()});
 
-  if (drop.any()) Record(EventKind::kInvalidate, victim.number, MaskBytes(drop), 0);
+  if (drop.any()) {
+    Record(EventKind::kInvalidate, victim.number, MaskBytes(drop), 0);
+    Notify([&](EngineObserver& o) {
+      o.OnInvalidated(victim.number, MaskBytes(drop), backend_.Now());
+    });
+  }
   Record(EventKind::kEvict, victim.number, transfer.copy_bytes(), 0);
+  Notify([&](EngineObserver& o) { o.OnTransferIssued(transfer, backend_.Now()); });
   backend_.Evict(transfer);
   policy_.OnEvicted(victim.number, pages);
   return transfer.id;
@@ -378,9 +415,10 @@ void Engine::OnDeviceEvicted(BlockNumber number) {
   stats_.device_evictions += 1;
   ReleaseResidency(*block, backend_.QueryUse(number));
   Record(EventKind::kEvict, number, MaskBytes(pages), 0);
+  Notify([&](EngineObserver& o) { o.OnDeviceEvicted(number, MaskBytes(pages), backend_.Now()); });
   policy_.OnEvicted(number, pages);
   NoteFreeSpace();
-  MaybeCheckInvariants();
+  EndStep();
 }
 
 void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
@@ -397,8 +435,9 @@ void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
   stats_.device_evictions += 1;
   ReleasePages(*block, gone, backend_.QueryUse(number));
   Record(EventKind::kEvict, number, MaskBytes(gone), 0);
+  Notify([&](EngineObserver& o) { o.OnDeviceEvicted(number, MaskBytes(gone), backend_.Now()); });
   policy_.OnEvicted(number, gone);
-  MaybeCheckInvariants();
+  EndStep();
 }
 
 TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
@@ -432,6 +471,7 @@ TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
          static_cast<uint8_t>(kind == TransferKind::kFaultMigration
                                   ? MigrationCause::kFault
                                   : MigrationCause::kPrefetch));
+  Notify([&](EngineObserver& o) { o.OnTransferIssued(transfer, backend_.Now()); });
   backend_.Migrate(transfer);
   return transfer.id;
 }
@@ -444,6 +484,7 @@ void Engine::OnTransferComplete(TransferId id) {
   inflight_.erase(it);
   BlockState& block = memory_.Get(transfer.block);
   block.transfers_in_flight -= 1;
+  Notify([&](EngineObserver& o) { o.OnTransferCompleted(transfer, backend_.Now()); });
 
   if (transfer.kind != TransferKind::kEviction) {
     block.in_flight &= ~transfer.pages;
@@ -460,7 +501,7 @@ void Engine::OnTransferComplete(TransferId id) {
     if (batch_outstanding_.empty() && servicing_) FinishBatch();
   }
   PumpPrefetches();
-  MaybeCheckInvariants();
+  EndStep();
 }
 
 // ---------------------------------------------------------------------------
@@ -559,6 +600,14 @@ absl::Status Engine::CheckInvariants() const {
         stats_.fault_migrated_bytes, stats_.prefetch_bytes));
   }
   return absl::OkStatus();
+}
+
+void Engine::EndStep() {
+  if (!observers_.empty()) {
+    const Nanos now = backend_.Now();
+    Notify([&](EngineObserver& o) { o.OnStep(*this, now); });
+  }
+  MaybeCheckInvariants();
 }
 
 void Engine::MaybeCheckInvariants() {

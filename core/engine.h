@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/backend.h"
+#include "core/engine_observer.h"
 #include "core/event.h"
 #include "core/event_sink.h"
 #include "core/memory_state.h"
@@ -29,6 +30,16 @@
 #include "core/run_stats.h"
 
 namespace umlab {
+
+// Where the device's memory is at one instant, in bytes, split so the parts
+// add up to what the frames hold: pages arriving, pages the allocator has
+// freed (dead weight), prefetched pages not touched yet, and the rest.
+struct ResidencyBreakdown {
+  uint64_t resident_bytes = 0;           // resident, live, and used (or not prefetched)
+  uint64_t in_flight_bytes = 0;          // on their way to the device
+  uint64_t prefetched_unused_bytes = 0;  // resident by a prefetch, not accessed yet
+  uint64_t inactive_bytes = 0;           // resident, but the allocator holds them free
+};
 
 struct EngineConfig {
   // UVM's uvm_perf_fault_batch_count.
@@ -96,6 +107,17 @@ class Engine final : public TransferListener, private PolicyContext {
   // Observed migrations, evictions and invalidations go here (may be null).
   void set_recorder(EventSink* recorder) { recorder_ = recorder; }
 
+  // Observers hear of every step (core/engine_observer.h); they must
+  // outlive the run.
+  void AddObserver(EngineObserver* observer) { observers_.push_back(observer); }
+
+  // The device's memory now, by kind of page. Walks every block (and asks
+  // the backend which prefetched pages were touched): for sampling, not for
+  // every step.
+  ResidencyBreakdown Residency() const;
+  // Prefetch requests the policy queued that the engine has not issued.
+  size_t pending_prefetches() const { return prefetch_queue_.size(); }
+
  private:
   struct PrefetchRequest {
     BlockNumber block;
@@ -137,6 +159,13 @@ class Engine final : public TransferListener, private PolicyContext {
   void NoteFreeSpace();
   void Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t cause);
   void MaybeCheckInvariants();
+  // Tells every observer; fn(observer).
+  template <typename Fn>
+  void Notify(Fn fn) {
+    for (EngineObserver* observer : observers_) fn(*observer);
+  }
+  // The end of an engine step: observers may sample, invariants are checked.
+  void EndStep();
 
   Backend& backend_;
   Policy& policy_;
@@ -145,6 +174,7 @@ class Engine final : public TransferListener, private PolicyContext {
   MemoryState memory_;
   RunStats stats_;
   EventSink* recorder_ = nullptr;
+  std::vector<EngineObserver*> observers_;
 
   // A transfer in flight, and which of its pages were brought ahead of need.
   struct InFlight {

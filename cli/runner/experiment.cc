@@ -238,6 +238,18 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
     engine.set_recorder(recorder.get());
   }
 
+  std::unique_ptr<RunSeriesRecorder> series;
+  if (request.record_series) {
+    series = std::make_unique<RunSeriesRecorder>(program.summary().compute_ns, kSeriesIntervals);
+    engine.AddObserver(series.get());
+  }
+  std::unique_ptr<TimelineRecorder> timeline;
+  if (request.record_timeline) {
+    timeline = std::make_unique<TimelineRecorder>(program.summary().compute_ns,
+                                                  kTimelineMemoryIntervals);
+    engine.AddObserver(timeline.get());
+  }
+
   absl::StatusOr<std::unique_ptr<EventSource>> source = program.Open();
   if (!source.ok()) return source.status();
   EventSource* input = source->get();
@@ -262,6 +274,10 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   result.stats = engine.stats();
   result.policy_table_bytes = (*policy)->TableBytes();
   (*policy)->ReportStats(result.policy_stats);
+  if (series != nullptr) result.series = series->series();
+  if (timeline != nullptr) {
+    result.timeline = std::make_shared<Timeline>(timeline->timeline());
+  }
   return result;
 }
 

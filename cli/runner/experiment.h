@@ -4,6 +4,7 @@
 #define UMLAB_CLI_RUNNER_EXPERIMENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +14,9 @@
 #include "core/event_source.h"
 #include "core/policy_stats.h"
 #include "core/program_summary.h"
+#include "core/run_series.h"
 #include "core/run_stats.h"
+#include "core/timeline_recorder.h"
 #include "emu/device_presets.h"
 #include "workloads/workload.h"
 
@@ -69,7 +72,14 @@ struct RunRequest {
   bool check_invariants = false;
   bool show_progress = false;
   std::string record_path;  // write a .umt trace of the run here if set
+  bool record_series = false;    // fill RunResult::series (the JSON's `series`)
+  bool record_timeline = false;  // fill RunResult::timeline
 };
+
+// Intervals a run's series keep at most (RunSeriesRecorder).
+inline constexpr size_t kSeriesIntervals = 400;
+// The finer memory samples of a timeline.
+inline constexpr size_t kTimelineMemoryIntervals = 4000;
 
 struct RunResult {
   std::string policy;  // the spec as resolved, "deepum:rows=2048,..." style
@@ -82,6 +92,8 @@ struct RunResult {
   uint64_t policy_table_bytes = 0;
   RunStats stats;
   PolicyStats policy_stats;  // the policy's own counters (Policy::ReportStats)
+  std::optional<RunSeries> series;           // if the request asked for it
+  std::shared_ptr<const Timeline> timeline;  // if the request asked for it
 };
 
 absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request);

@@ -3,6 +3,8 @@
 # later). Installs only what is missing; needs root or sudo for that.
 #   scripts/setup.sh          what the build needs
 #   scripts/setup.sh --fuzz   also clang and libFuzzer, for scripts/fuzz.sh
+#   scripts/setup.sh --report also headless chromium, for tests/report_render_test.sh
+#                             (it skips without it; CI leaves it out for time)
 set -euo pipefail
 
 packages=(
@@ -14,8 +16,10 @@ case "${1:-}" in
   "") ;;
   # libclang-rt provides libclang_rt.fuzzer; libfuzzer-14-dev is not needed.
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+  --report) packages+=(chromium) ;;
   *)
-    echo "setup: unknown option '$1'; use no option, or --fuzz for the fuzzing tools" >&2
+    echo "setup: unknown option '$1'; use no option, --fuzz for the fuzzing tools or" \
+      "--report for the browser that renders the HTML report in a test" >&2
     exit 2
     ;;
 esac

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "cli/output_file.h"
 #include "cli/svg_chart.h"
 
@@ -60,12 +61,32 @@ std::vector<Group> GroupRuns(const std::vector<ReportRun>& runs) {
   return groups;
 }
 
+// A series drawn in a chart: its key in the JSON's `series`, its label and
+// colour.
+struct Part {
+  const char* key;
+  const char* label;
+  const char* color;
+};
+
+std::string LegendItem(const char* color, const std::string& label) {
+  return absl::StrFormat("<span><i style=\"background:%s\"></i>%s</span>", color,
+                         MarkupEscape(label));
+}
+
+// The policies' colours.
 std::string Legend(const Group& group) {
   std::string out = "<div class=\"legend\">";
   for (size_t p = 0; p < group.runs.size(); ++p) {
-    absl::StrAppendFormat(&out, "<span><i style=\"background:%s\"></i>%s</span>",
-                          PaletteColor(p), MarkupEscape((*group.runs[p])["policy"].get<std::string>()));
+    out += LegendItem(PaletteColor(p), (*group.runs[p])["policy"].get<std::string>());
   }
+  return out + "</div>\n";
+}
+
+// The parts' colours.
+std::string Legend(absl::Span<const Part> parts) {
+  std::string out = "<div class=\"legend\">";
+  for (const Part& part : parts) out += LegendItem(part.color, part.label);
   return out + "</div>\n";
 }
 
@@ -188,121 +209,114 @@ std::string KernelFaultsPlot(const Group& group) {
          "last iteration ran; hover a bar for the kernel's name.</p>\n";
 }
 
-// The largest value of `key`'s per-interval total over the group, and the
-// longest run, for axes shared by every policy.
 double LongestRunMs(const Group& group) {
   double max_ms = 0;
   for (const Json* run : group.runs) max_ms = std::max(max_ms, Num(*run, "time_ns") / 1e6);
   return max_ms;
 }
 
+// One chart per policy of the parts of its `series`, on axes shared by the
+// group (time to the longest run), or a note where the series are missing.
+// draw(chart, run, policy) adds the marks.
+template <typename Draw>
+std::string SeriesCharts(const Group& group, absl::Span<const Part> parts, const std::string& what,
+                         const std::string& unit, double y_max, const std::string& plot,
+                         Draw draw) {
+  if (std::none_of(group.runs.begin(), group.runs.end(),
+                   [](const Json* run) { return HasSeries(*run); })) {
+    return NoSeries(what);
+  }
+  std::string out = Legend(parts);
+  for (const Json* run : group.runs) {
+    const std::string policy = (*run)["policy"].get<std::string>();
+    if (!HasSeries(*run)) {
+      out += NoSeries(what + " for " + MarkupEscape(policy));
+      continue;
+    }
+    SvgChart chart(kWide, kSmallHeight, {LongestRunMs(group), "ms (" + policy + ")"},
+                   {y_max * 1.05, unit});
+    draw(chart, *run, policy);
+    out += chart.Render(plot);
+  }
+  return out;
+}
+
+constexpr Part kResidencyParts[] = {
+    {"resident_bytes", "resident", "#4e79a7"},
+    {"in_flight_bytes", "in flight", "#f28e2b"},
+    {"prefetched_unused_bytes", "prefetched, unused", "#59a14f"},
+    {"inactive_bytes", "inactive", "#bab0ac"},
+};
+
 std::string ResidencyPlot(const Group& group) {
-  static constexpr const char* kParts[] = {"resident_bytes", "in_flight_bytes",
-                                           "prefetched_unused_bytes", "inactive_bytes"};
-  static constexpr const char* kLabels[] = {"resident", "in flight", "prefetched, unused",
-                                            "inactive"};
-  static constexpr const char* kColors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#bab0ac"};
   double max_bytes = 0;
-  bool any = false;
   for (const Json* run : group.runs) {
     max_bytes = std::max(max_bytes, Num(*run, "capacity_bytes"));
     if (!HasSeries(*run)) continue;
-    any = true;
     const Json& s = (*run)["series"];
     for (size_t i = 0; i < s["resident_bytes"].size(); ++i) {
       double total = 0;
-      for (const char* part : kParts) total += i < s[part].size() ? s[part][i].get<double>() : 0;
+      for (const Part& part : kResidencyParts) {
+        total += i < s[part.key].size() ? s[part.key][i].get<double>() : 0;
+      }
       max_bytes = std::max(max_bytes, total);
     }
   }
-  if (!any) return NoSeries("residency over time");
-  std::string out = "<div class=\"legend\">";
-  for (size_t i = 0; i < 4; ++i) {
-    absl::StrAppendFormat(&out, "<span><i style=\"background:%s\"></i>%s</span>", kColors[i],
-                          kLabels[i]);
-  }
-  out += "</div>\n";
-  const double max_ms = LongestRunMs(group);
-  for (const Json* run_ptr : group.runs) {
-    const Json& run = *run_ptr;
-    const std::string policy = run["policy"].get<std::string>();
-    if (!HasSeries(run)) {
-      out += NoSeries("residency for " + MarkupEscape(policy));
-      continue;
-    }
+  auto draw = [](SvgChart& chart, const Json& run, const std::string& policy) {
     const Json& s = run["series"];
-    const double step_ms = Num(s, "interval_ns") / 1e6;
-    SvgChart chart(kWide, kSmallHeight, {max_ms, "ms (" + policy + ")"},
-                   {max_bytes * 1.05 / 1e9, "GB"});
     std::vector<double> lower(s["resident_bytes"].size(), 0.0);
-    for (size_t part = 0; part < 4; ++part) {
+    for (const Part& part : kResidencyParts) {
       std::vector<double> upper = lower;
-      const std::vector<double> values = Values(s[kParts[part]], 1e-9);
+      const std::vector<double> values = Values(s[part.key], 1e-9);
       double peak = 0;
       for (size_t i = 0; i < upper.size() && i < values.size(); ++i) {
         upper[i] += values[i];
         peak = std::max(peak, values[i]);
       }
-      chart.Band(lower, upper, step_ms, kColors[part],
-                 absl::StrFormat("%s: %s, at most %s", policy, kLabels[part], ShortBytes(peak * 1e9)));
+      chart.Band(lower, upper, Num(s, "interval_ns") / 1e6, part.color,
+                 absl::StrFormat("%s: %s, at most %s", policy, part.label, ShortBytes(peak * 1e9)));
       lower = std::move(upper);
     }
     chart.Rule(Num(run, "capacity_bytes") / 1e9, "#e15759",
                "capacity " + ShortBytes(Num(run, "capacity_bytes")));
-    out += chart.Render("residency");
-  }
-  return out +
+  };
+  return SeriesCharts(group, kResidencyParts, "residency over time", "GB", max_bytes / 1e9,
+                      "residency", draw) +
          "<p class=\"note\">Device memory after the first engine step of each interval, stacked: "
          "resident pages in use, pages on their way in, prefetched pages not yet accessed, and "
          "resident pages the allocator holds free.</p>\n";
 }
 
+constexpr Part kLinkParts[] = {
+    {"fault_h2d_bytes", "fault migrations (h2d)", "#e15759"},
+    {"prefetch_h2d_bytes", "prefetches (h2d)", "#59a14f"},
+    {"eviction_d2h_bytes", "write-backs (d2h)", "#4e79a7"},
+};
+
 std::string LinkPlot(const Group& group) {
-  static constexpr const char* kParts[] = {"fault_h2d_bytes", "prefetch_h2d_bytes",
-                                           "eviction_d2h_bytes"};
-  static constexpr const char* kLabels[] = {"fault migrations (h2d)", "prefetches (h2d)",
-                                            "write-backs (d2h)"};
-  static constexpr const char* kColors[] = {"#e15759", "#59a14f", "#4e79a7"};
   double max_rate = 0;
-  bool any = false;
   for (const Json* run : group.runs) {
     if (!HasSeries(*run)) continue;
-    any = true;
     const Json& s = (*run)["series"];
-    for (const char* part : kParts) {
-      for (const Json& v : s[part]) max_rate = std::max(max_rate, v.get<double>() / Num(s, "interval_ns"));
+    for (const Part& part : kLinkParts) {
+      for (const Json& v : s[part.key]) {
+        max_rate = std::max(max_rate, v.get<double>() / Num(s, "interval_ns"));
+      }
     }
   }
-  if (!any) return NoSeries("link use over time");
-  std::string out = "<div class=\"legend\">";
-  for (size_t i = 0; i < 3; ++i) {
-    absl::StrAppendFormat(&out, "<span><i style=\"background:%s\"></i>%s</span>", kColors[i],
-                          kLabels[i]);
-  }
-  out += "</div>\n";
-  const double max_ms = LongestRunMs(group);
-  for (const Json* run_ptr : group.runs) {
-    const Json& run = *run_ptr;
-    const std::string policy = run["policy"].get<std::string>();
-    if (!HasSeries(run)) {
-      out += NoSeries("link use for " + MarkupEscape(policy));
-      continue;
-    }
+  auto draw = [](SvgChart& chart, const Json& run, const std::string& policy) {
     const Json& s = run["series"];
     const double interval = Num(s, "interval_ns");
-    SvgChart chart(kWide, kSmallHeight, {max_ms, "ms (" + policy + ")"},
-                   {max_rate * 1.05, "GB/s"});
-    for (size_t part = 0; part < 3; ++part) {
+    for (const Part& part : kLinkParts) {
       // Bytes per nanosecond are GB/s.
-      const std::vector<double> rate = Values(s[kParts[part]], 1 / interval);
+      const std::vector<double> rate = Values(s[part.key], 1 / interval);
       double total = 0;
-      for (const Json& v : s[kParts[part]]) total += v.get<double>();
-      chart.Curve(rate, interval / 1e6, kColors[part],
-                  absl::StrFormat("%s: %s, %s in all", policy, kLabels[part], ShortBytes(total)));
+      for (const Json& v : s[part.key]) total += v.get<double>();
+      chart.Curve(rate, interval / 1e6, part.color,
+                  absl::StrFormat("%s: %s, %s in all", policy, part.label, ShortBytes(total)));
     }
-    out += chart.Render("link");
-  }
-  return out +
+  };
+  return SeriesCharts(group, kLinkParts, "link use over time", "GB/s", max_rate, "link", draw) +
          "<p class=\"note\">Bytes that finished crossing the link in each interval, as a rate. "
          "Host to device: fault migrations and prefetches; device to host: write-backs.</p>\n";
 }

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "tests/temp_path.h"
+#include "tests/umlab_in_process.h"
 
 namespace umlab::cli {
 namespace {
@@ -18,34 +19,20 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
+using umlab::testing::IsOneLine;
+using umlab::testing::Outcome;
+using umlab::testing::Umlab;
 
-Outcome Umlab(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = Main(args, out, err);
-  return Outcome{code, out.str(), err.str()};
-}
-
-// A small mlp keeps these tests quick: 2 layers of 512, 3 iterations.
-const std::vector<std::string> kSmall = {"--workload=mlp", "--workload-arg",
-                                         "layers=2,hidden=512,batch=256,iterations=3"};
+const std::vector<std::string>& kSmall = umlab::testing::kSmallMlp;
 
 std::vector<std::string> With(std::vector<std::string> args) {
-  args.insert(args.end(), kSmall.begin(), kSmall.end());
-  return args;
+  return umlab::testing::WithSmallMlp(std::move(args));
 }
 
 std::string TempPath(const std::string& name) {
   return umlab::testing::PrivateTempPath(name);
 }
 
-bool IsOneLine(const std::string& text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
-}
 
 TEST(CliTest, HelpListsEveryCommandAndExitsZero) {
   const Outcome help = Umlab({"--help"});

@@ -16,6 +16,7 @@
 #include "cli/runner/experiment.h"
 #include "core/run_series.h"
 #include "tests/temp_path.h"
+#include "tests/umlab_in_process.h"
 
 namespace umlab::cli {
 namespace {
@@ -23,32 +24,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
+using umlab::testing::IsOneLine;
+using umlab::testing::Outcome;
+using umlab::testing::Umlab;
+using umlab::testing::WithSmallMlp;
 
-Outcome Umlab(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = Main(args, out, err);
-  return Outcome{code, out.str(), err.str()};
-}
-
-const std::vector<std::string> kSmall = {"--workload=mlp", "--workload-arg",
-                                         "layers=2,hidden=512,batch=256,iterations=3"};
-
-std::vector<std::string> With(std::vector<std::string> args) {
-  args.insert(args.end(), kSmall.begin(), kSmall.end());
-  return args;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string Read(const std::string& path) { return umlab::testing::ReadText(path); }
 
 void Write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
@@ -60,14 +41,10 @@ size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-bool IsOneLine(const std::string& text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
-}
-
 TEST(ReportTest, CompareWritesASelfContainedPageWithEveryPlot) {
   const std::string page = umlab::testing::PrivateTempPath("report.html");
   const Outcome compare =
-      Umlab(With({"compare", "--policies=demand,deepum,ideal", "--report=" + page}));
+      Umlab(WithSmallMlp({"compare", "--policies=demand,deepum,ideal", "--report=" + page}));
   ASSERT_EQ(compare.code, kExitOk) << compare.err;
   const std::string html = Read(page);
   ASSERT_THAT(html, HasSubstr("<!DOCTYPE html>"));
@@ -98,10 +75,10 @@ TEST(ReportTest, ReportReadsTheJsonThatCompareAndRunPrint) {
   const std::string single = umlab::testing::PrivateTempPath("single.json");
   const std::string page = umlab::testing::PrivateTempPath("from_json.html");
   const Outcome compare =
-      Umlab(With({"compare", "--policies=demand,deepum", "--format=json", "--series"}));
+      Umlab(WithSmallMlp({"compare", "--policies=demand,deepum", "--format=json", "--series"}));
   ASSERT_EQ(compare.code, kExitOk) << compare.err;
   Write(json, compare.out);
-  const Outcome run = Umlab(With({"run", "--policy=uvm-default", "--format=json", "--series"}));
+  const Outcome run = Umlab(WithSmallMlp({"run", "--policy=uvm-default", "--format=json", "--series"}));
   ASSERT_EQ(run.code, kExitOk) << run.err;
   Write(single, run.out);
   const Outcome report = Umlab({"report", json, single, "--output=" + page});
@@ -116,7 +93,7 @@ TEST(ReportTest, ReportReadsTheJsonThatCompareAndRunPrint) {
 TEST(ReportTest, WithoutSeriesThePageSaysWhatIsMissing) {
   const std::string json = umlab::testing::PrivateTempPath("plain.json");
   const std::string page = umlab::testing::PrivateTempPath("plain.html");
-  const Outcome compare = Umlab(With({"compare", "--policies=demand,deepum", "--format=json"}));
+  const Outcome compare = Umlab(WithSmallMlp({"compare", "--policies=demand,deepum", "--format=json"}));
   ASSERT_EQ(compare.code, kExitOk);
   EXPECT_THAT(compare.out, Not(HasSubstr("\"series\"")));
   Write(json, compare.out);
@@ -176,7 +153,7 @@ TEST(ReportTest, SeriesAddUpToTheRunsTotals) {
   }
   ASSERT_GT(last_iteration_kernels, 0u);
   const Outcome compare = Umlab(
-      With({"compare", "--policies=demand,deepum", "--format=json", "--series", "--jobs=1"}));
+      WithSmallMlp({"compare", "--policies=demand,deepum", "--format=json", "--series", "--jobs=1"}));
   ASSERT_EQ(compare.code, kExitOk);
   const Json runs = Json::parse(compare.out)["runs"];
   ASSERT_EQ(runs.size(), 2u);

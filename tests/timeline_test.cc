@@ -16,29 +16,18 @@
 #include "cli/json_text.h"
 #include "cli/timeline_json.h"
 #include "tests/temp_path.h"
+#include "tests/umlab_in_process.h"
 
 namespace umlab::cli {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Outcome Umlab(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = Main(args, out, err);
-  return Outcome{code, out.str(), err.str()};
-}
+using umlab::testing::Outcome;
+using umlab::testing::Umlab;
 
 Json ReadJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  return Json::parse(umlab::testing::ReadText(path), nullptr, /*allow_exceptions=*/false);
 }
 
 int Tid(TimelineTrack track) { return static_cast<int>(track); }

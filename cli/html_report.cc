@@ -30,6 +30,15 @@ std::vector<double> Values(const Json& list, double scale = 1) {
 
 bool HasSeries(const Json& run) { return run.contains("series"); }
 
+// 9,345,555.
+std::string Count(double value) {
+  std::string digits = absl::StrFormat("%.0f", value);
+  for (int at = static_cast<int>(digits.size()) - 3; at > 0 && digits[at - 1] != '-'; at -= 3) {
+    digits.insert(static_cast<size_t>(at), ",");
+  }
+  return digits;
+}
+
 std::string Percent(double part, double whole) {
   return whole > 0 ? absl::StrFormat("%.1f%%", 100 * part / whole) : "–";
 }
@@ -119,14 +128,14 @@ std::string ComparisonTable(const Group& group) {
     absl::StrAppendFormat(
         &out,
         "<tr><td><i style=\"background:%s\"></i>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-        "<td>%s</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+        "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
         PaletteColor(p), MarkupEscape(run["policy"].get<std::string>()),
         ShortTime(Num(run, "time_ns")),
         Num(run, "time_ns") > 0
             ? absl::StrFormat("%.2fx", Num(base, "time_ns") / Num(run, "time_ns"))
             : "–",
         its.empty() ? "–" : ShortTime(steady), ShortTime(Num(run, "stall_ns")),
-        Num(run, "faults"), ShortBytes(Num(run, "h2d_bytes")), ShortBytes(Num(run, "d2h_bytes")),
+        Count(Num(run, "faults")), ShortBytes(Num(run, "h2d_bytes")), ShortBytes(Num(run, "d2h_bytes")),
         ShortBytes(Num(run, "prefetch_bytes")),
         Percent(Num(run, "prefetch_useful_bytes"), Num(run, "prefetch_bytes")),
         Percent(Num(run, "faulted_in_flight_pages"), Num(run, "faulted_pages")));
@@ -171,7 +180,6 @@ std::string IterationsPlot(const Group& group) {
 }
 
 std::string KernelFaultsPlot(const Group& group) {
-  double max_faults = 0;
   size_t kernels = 0;
   bool any = false;
   for (const Json* run : group.runs) {
@@ -179,7 +187,6 @@ std::string KernelFaultsPlot(const Group& group) {
     any = true;
     const Json& list = (*run)["series"]["kernels"];
     kernels = std::max(kernels, list.size());
-    for (const Json& k : list) max_faults = std::max(max_faults, Num(k, "faults"));
   }
   if (!any) return NoSeries("faults per kernel");
   std::string out;
@@ -190,10 +197,14 @@ std::string KernelFaultsPlot(const Group& group) {
       out += NoSeries("faults per kernel for " + MarkupEscape(policy));
       continue;
     }
+    // Each policy on its own scale: where its faults fall matters more here
+    // than how many (the table compares the totals).
+    const Json& list = run["series"]["kernels"];
+    double max_faults = 0;
+    for (const Json& k : list) max_faults = std::max(max_faults, Num(k, "faults"));
     SvgChart chart(kWide, kSmallHeight,
                    {static_cast<double>(kernels), "kernel of the last iteration (" + policy + ")"},
                    {max_faults * 1.05, "faults"});
-    const Json& list = run["series"]["kernels"];
     for (size_t k = 0; k < list.size(); ++k) {
       const double faults = Num(list[k], "faults");
       if (faults <= 0) continue;  // a bar of zero height shows nothing to hover
@@ -206,7 +217,8 @@ std::string KernelFaultsPlot(const Group& group) {
   }
   return out +
          "<p class=\"note\">Raw fault entries of the batches serviced while each kernel of the "
-         "last iteration ran; hover a bar for the kernel's name.</p>\n";
+         "last iteration ran, each policy on its own scale; hover a bar for the kernel's "
+         "name.</p>\n";
 }
 
 double LongestRunMs(const Group& group) {

@@ -109,7 +109,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
                           block.invalid |= pages & ~block.resident & ~block.in_flight;
-                          block.inactive &= ~pages;
+                          ChangePages(block, [&] { block.inactive &= ~pages; });
                         });
       break;
     case EventKind::kFree:
@@ -121,7 +121,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                           const PageMask dropped = block.resident & pages;
                           if (dropped.any()) {
                             backend_.Invalidate(number, dropped);
-                            block.resident &= ~dropped;
+                            ChangePages(block, [&] { block.resident &= ~dropped; });
                             block.prefetched &= ~dropped;
                             stats_.invalidated_bytes += MaskBytes(dropped);
                             Record(EventKind::kInvalidate, number, MaskBytes(dropped), 0);
@@ -141,13 +141,15 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
     case EventKind::kActivate:
       ForEachBlockRange(event.address, event.size, false,
                         [&](BlockNumber number, const PageMask& pages) {
-                          memory_.Get(number).inactive &= ~pages;
+                          BlockState& block = memory_.Get(number);
+                          ChangePages(block, [&] { block.inactive &= ~pages; });
                         });
       break;
     case EventKind::kDeactivate:
       ForEachBlockRange(event.address, event.size, true,
                         [&](BlockNumber number, const PageMask& pages) {
-                          memory_.Get(number).inactive |= pages;
+                          BlockState& block = memory_.Get(number);
+                          ChangePages(block, [&] { block.inactive |= pages; });
                         });
       break;
     default:
@@ -195,27 +197,52 @@ void Engine::Finish() {
 
 ResidencyBreakdown Engine::Residency() const {
   ResidencyBreakdown out;
-  // Resident and arriving pages always hold a frame, so the blocks with
-  // frames are all there is to count (every block ever seen is many more).
-  memory_.ForEachByMigrationAge([&](const BlockState& block) {
-    // Counting bits is the cost here: test with any() before counting.
-    if (block.in_flight.any()) out.in_flight_bytes += MaskBytes(block.in_flight);
-    if (block.resident.none()) return true;
-    uint64_t resident = MaskBytes(block.resident);
-    if (const PageMask inactive = block.resident & block.inactive; inactive.any()) {
-      out.inactive_bytes += MaskBytes(inactive);
-      resident -= MaskBytes(inactive);
+  // Only blocks whose prefetched pages were not all seen accessed need
+  // asking: a page once accessed stays so until it leaves the device.
+  uint64_t unused_pages = 0;
+  for (auto it = unconfirmed_prefetches_.begin(); it != unconfirmed_prefetches_.end();) {
+    const BlockState* block = memory_.Find(*it);
+    // Inactive pages count as inactive, but may become live again untouched.
+    PageMask untouched;
+    if (block != nullptr) untouched = block->resident & block->prefetched;
+    if (untouched.any()) untouched &= ~backend_.QueryUse(*it).accessed;
+    if (untouched.none()) {
+      unconfirmed_prefetches_.erase(it++);
+      continue;
     }
-    PageMask unused = block.resident & block.prefetched & ~block.inactive;
-    if (unused.any()) unused &= ~backend_.QueryUse(block.number).accessed;
-    if (unused.any()) {
-      out.prefetched_unused_bytes += MaskBytes(unused);
-      resident -= MaskBytes(unused);
+    if (const PageMask unused = untouched & ~block->inactive; unused.any()) {
+      unused_pages += unused.count();
     }
-    out.resident_bytes += resident;
-    return true;
-  });
+    ++it;
+  }
+  out.in_flight_bytes = page_totals_.in_flight * kPageSize;
+  out.inactive_bytes = page_totals_.inactive_resident * kPageSize;
+  out.prefetched_unused_bytes = unused_pages * kPageSize;
+  out.resident_bytes =
+      (page_totals_.resident - page_totals_.inactive_resident - unused_pages) * kPageSize;
   return out;
+}
+
+void Engine::AddObserver(EngineObserver* observer) {
+  observers_.push_back(observer);
+  if (tracking_pages_) return;
+  tracking_pages_ = true;
+  page_totals_ = PageTotals{};
+  for (const BlockState& block : memory_.blocks()) {
+    page_totals_ += CountPages(block);
+    if (block.prefetched.any()) unconfirmed_prefetches_.insert(block.number);
+  }
+}
+
+Engine::PageTotals Engine::CountPages(const BlockState& block) {
+  // Counting bits is what this costs: test with any() before counting.
+  PageTotals count;
+  if (block.resident.any()) count.resident = block.resident.count();
+  if (block.in_flight.any()) count.in_flight = block.in_flight.count();
+  if (const PageMask inactive = block.resident & block.inactive; inactive.any()) {
+    count.inactive_resident = inactive.count();
+  }
+  return count;
 }
 
 // ---------------------------------------------------------------------------
@@ -406,7 +433,7 @@ void Engine::ReleasePages(BlockState& block, PageMask pages, const PageUse& use)
   stats_.evictions += 1;
   stats_.evicted_bytes += MaskBytes(block.resident & pages);
   stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & pages & use.accessed);
-  block.resident &= ~pages;
+  ChangePages(block, [&] { block.resident &= ~pages; });
   block.prefetched &= ~pages;
 }
 
@@ -471,7 +498,7 @@ TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
   stats_.zero_filled_bytes += MaskBytes(pages & block.invalid);
 
   block.invalid &= ~pages;
-  block.in_flight |= pages;
+  ChangePages(block, [&] { block.in_flight |= pages; });
   block.transfers_in_flight += 1;
   memory_.TouchMigrated(block, backend_.Now());
   inflight_.emplace(transfer.id, InFlight{transfer, copied_prefetch});
@@ -497,9 +524,12 @@ void Engine::OnTransferComplete(TransferId id) {
   Notify([&](EngineObserver& o) { o.OnTransferCompleted(transfer, backend_.Now()); });
 
   if (transfer.kind != TransferKind::kEviction) {
-    block.in_flight &= ~transfer.pages;
-    block.resident |= transfer.pages;
+    ChangePages(block, [&] {
+      block.in_flight &= ~transfer.pages;
+      block.resident |= transfer.pages;
+    });
     block.prefetched |= prefetched;
+    if (tracking_pages_ && prefetched.any()) unconfirmed_prefetches_.insert(block.number);
     if (transfer.kind == TransferKind::kPrefetch) --prefetches_in_flight_;
     policy_.OnMigrated(transfer.block, transfer.pages, transfer.kind);
   }

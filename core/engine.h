@@ -109,11 +109,13 @@ class Engine final : public TransferListener, private PolicyContext {
 
   // Observers hear of every step (core/engine_observer.h); they must
   // outlive the run.
-  void AddObserver(EngineObserver* observer) { observers_.push_back(observer); }
+  // From the first one on, the engine also keeps page totals for Residency().
+  void AddObserver(EngineObserver* observer);
 
-  // The device's memory now, by kind of page. Walks every block (and asks
-  // the backend which prefetched pages were touched): for sampling, not for
-  // every step.
+  // The device's memory now, by kind of page (only while an observer is
+  // added). Asks the backend which prefetched pages were touched, for the
+  // blocks whose prefetched pages were not all touched at the last call:
+  // for sampling, not for every step.
   ResidencyBreakdown Residency() const;
   // Prefetch requests the policy queued that the engine has not issued.
   size_t pending_prefetches() const { return prefetch_queue_.size(); }
@@ -167,6 +169,38 @@ class Engine final : public TransferListener, private PolicyContext {
   // The end of an engine step: observers may sample, invariants are checked.
   void EndStep();
 
+  // Pages over all blocks, in pages, kept while observers are added.
+  struct PageTotals {
+    uint64_t resident = 0;
+    uint64_t in_flight = 0;
+    uint64_t inactive_resident = 0;
+    PageTotals& operator+=(const PageTotals& o) {
+      resident += o.resident;
+      in_flight += o.in_flight;
+      inactive_resident += o.inactive_resident;
+      return *this;
+    }
+    PageTotals& operator-=(const PageTotals& o) {
+      resident -= o.resident;
+      in_flight -= o.in_flight;
+      inactive_resident -= o.inactive_resident;
+      return *this;
+    }
+  };
+  static PageTotals CountPages(const BlockState& block);
+  // Runs fn(), which changes `block`'s resident, in-flight or inactive
+  // pages, and keeps the totals right.
+  template <typename Fn>
+  void ChangePages(BlockState& block, Fn fn) {
+    if (!tracking_pages_) {
+      fn();
+      return;
+    }
+    page_totals_ -= CountPages(block);
+    fn();
+    page_totals_ += CountPages(block);
+  }
+
   Backend& backend_;
   Policy& policy_;
   EngineConfig config_;
@@ -175,6 +209,11 @@ class Engine final : public TransferListener, private PolicyContext {
   RunStats stats_;
   EventSink* recorder_ = nullptr;
   std::vector<EngineObserver*> observers_;
+  bool tracking_pages_ = false;
+  PageTotals page_totals_;
+  // Blocks that may hold prefetched pages not yet accessed; Residency()
+  // drops the ones that hold none (a cache, hence mutable).
+  mutable absl::flat_hash_set<BlockNumber> unconfirmed_prefetches_;
 
   // A transfer in flight, and which of its pages were brought ahead of need.
   struct InFlight {

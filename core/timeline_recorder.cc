@@ -35,7 +35,10 @@ void TimelineRecorder::OnKernelEnd(uint32_t /*exec_id*/, Nanos now) {
 
 void TimelineRecorder::OnFaultBatch(Nanos start, uint64_t faults, uint64_t faulted_pages) {
   Timeline::FaultBatch batch;
-  batch.begin = batch.end = start;
+  // A real-time backend dates a batch from when its faults were raised,
+  // which may be before the previous batch was done: service starts then.
+  batch.begin = batch.end =
+      timeline_.fault_batches.empty() ? start : std::max(start, timeline_.fault_batches.back().end);
   batch.faults = faults;
   batch.faulted_pages = faulted_pages;
   timeline_.fault_batches.push_back(batch);

@@ -634,6 +634,17 @@ absl::Status Engine::CheckInvariants() const {
     return absl::InternalError(absl::StrFormat(
         "resident frames %d exceed the capacity of %d", frames, memory_.capacity_frames()));
   }
+  if (tracking_pages_) {
+    PageTotals recount;
+    for (const BlockState& block : memory_.blocks()) recount += CountPages(block);
+    if (recount.resident != page_totals_.resident || recount.in_flight != page_totals_.in_flight ||
+        recount.inactive_resident != page_totals_.inactive_resident) {
+      return absl::InternalError(absl::StrFormat(
+          "page totals drifted: resident %d, in flight %d, inactive %d kept, but %d, %d, %d held",
+          page_totals_.resident, page_totals_.in_flight, page_totals_.inactive_resident,
+          recount.resident, recount.in_flight, recount.inactive_resident));
+    }
+  }
   if (stats_.h2d_bytes != stats_.fault_migrated_bytes + stats_.prefetch_bytes) {
     return absl::InternalError(absl::StrFormat(
         "bytes not conserved: h2d %d != faulted-in %d + prefetched %d", stats_.h2d_bytes,

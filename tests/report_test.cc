@@ -152,8 +152,9 @@ TEST(ReportTest, SeriesAddUpToTheRunsTotals) {
     if (event.kind == EventKind::kKernelBegin) ++last_iteration_kernels;
   }
   ASSERT_GT(last_iteration_kernels, 0u);
-  const Outcome compare = Umlab(
-      WithSmallMlp({"compare", "--policies=demand,deepum", "--format=json", "--series", "--jobs=1"}));
+  // --check-invariants also checks the page totals the series are sampled from.
+  const Outcome compare = Umlab(WithSmallMlp({"compare", "--policies=demand,deepum",
+                                              "--format=json", "--series", "--check-invariants"}));
   ASSERT_EQ(compare.code, kExitOk);
   const Json runs = Json::parse(compare.out)["runs"];
   ASSERT_EQ(runs.size(), 2u);

@@ -433,11 +433,14 @@ const std::vector<Command>& Commands() {
        "for the charts over time) and writes one HTML file with inline SVG and no script or "
        "network access: a comparison table with speedups, time and stall per iteration, faults "
        "per kernel, device memory over time, link use per direction, and prefetch usefulness "
-       "and lateness (docs/report.md).",
+       "and lateness. --trace adds a .umt trace's faults and link traffic by issue time "
+       "(docs/report.md).",
        ReportCommandOptions(),
        [](const Context& ctx) {
-         return WriteVisual(ctx, "umlab report takes JSON files and --output=FILE.html",
-                            false, ReportFromJsonFiles);
+         return WriteVisual(ctx, "umlab report takes JSON files and --output=FILE.html", false,
+                            [&](const std::vector<std::string>& inputs, const std::string& output) {
+                              return ReportFromFiles(inputs, ctx.args.GetAll("trace"), output);
+                            });
        }},
       {"timeline", "FILE.umt --output=FILE.json",
        "convert a trace to Chrome trace-event JSON (Perfetto, chrome://tracing)",

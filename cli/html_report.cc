@@ -337,8 +337,9 @@ std::string PrefetchPlot(const Group& group) {
   const double n = static_cast<double>(group.runs.size());
   double max_bytes = 0;
   for (const Json* run : group.runs) max_bytes = std::max(max_bytes, Num(*run, "prefetch_bytes"));
-  SvgChart used(kWide / 2 - 10, kTallHeight, {n, "policy"}, {max_bytes * 1.05 / 1e9, "GB prefetched"});
-  SvgChart late(kWide / 2 - 10, kTallHeight, {n, "policy"}, {100, "% of faulted pages late"});
+  const SvgChart::Axis policies{n, "policies, in the table's order", /*ticks=*/false};
+  SvgChart used(kWide / 2 - 10, kTallHeight, policies, {max_bytes * 1.05 / 1e9, "GB prefetched"});
+  SvgChart late(kWide / 2 - 10, kTallHeight, policies, {100, "% of faulted pages late"});
   for (size_t p = 0; p < group.runs.size(); ++p) {
     const Json& run = *group.runs[p];
     const std::string policy = run["policy"].get<std::string>();
@@ -382,7 +383,8 @@ const std::vector<std::string>& ReportPlotNames() {
   return *names;
 }
 
-std::string RenderHtmlReport(const std::vector<ReportRun>& runs) {
+std::string RenderHtmlReport(const std::vector<ReportRun>& runs,
+                             const std::vector<ReportTrace>& traces) {
   std::string out = absl::StrCat(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>umlab report</title>\n",
@@ -400,14 +402,20 @@ std::string RenderHtmlReport(const std::vector<ReportRun>& runs) {
                     Figure("prefetch", "Prefetch usefulness and lateness", PrefetchPlot(group)),
                     "</section>\n");
   }
+  for (const ReportTrace& trace : traces) {
+    out += TraceSection(trace);
+    sources.insert(trace.source);
+  }
   absl::StrAppend(&out, "<p class=\"note\">Drawn by umlab report from ",
                   MarkupEscape(absl::StrJoin(sources, ", ")),
-                  " (the JSON contract, docs/json-contract.md).</p>\n</body>\n</html>\n");
+                  " (the JSON contract, docs/json-contract.md, and the .umt format, "
+                  "docs/trace-format.md).</p>\n</body>\n</html>\n");
   return out;
 }
 
-absl::Status WriteHtmlReport(const std::vector<ReportRun>& runs, const std::string& path) {
-  const std::string html = RenderHtmlReport(runs);
+absl::Status WriteHtmlReport(const std::vector<ReportRun>& runs,
+                             const std::vector<ReportTrace>& traces, const std::string& path) {
+  const std::string html = RenderHtmlReport(runs, traces);
   return WriteOutputFile(path, "report", [&](std::ostream& out) { out << html; });
 }
 

@@ -17,7 +17,8 @@
 //   prefetch      prefetched bytes used and unused, and the share of
 //                 faulted pages that were already in flight (late)
 // Pictures marked (series) need the runs' optional `series` object
-// (`--series`); without it the page says so in their place.
+// (`--series`); without it the page says so in their place. Traces given
+// with the runs get a section each after the groups (cli/report_traces.h).
 #ifndef UMLAB_CLI_HTML_REPORT_H_
 #define UMLAB_CLI_HTML_REPORT_H_
 
@@ -26,16 +27,19 @@
 
 #include "absl/status/status.h"
 #include "cli/report_input.h"
+#include "cli/report_traces.h"
 
 namespace umlab::cli {
 
 // The names of the pictures each group has, in page order (data-plot).
 const std::vector<std::string>& ReportPlotNames();
 
-std::string RenderHtmlReport(const std::vector<ReportRun>& runs);
+std::string RenderHtmlReport(const std::vector<ReportRun>& runs,
+                             const std::vector<ReportTrace>& traces = {});
 
 // Writes the page to `path` (through `path`.tmp, renamed when complete).
-absl::Status WriteHtmlReport(const std::vector<ReportRun>& runs, const std::string& path);
+absl::Status WriteHtmlReport(const std::vector<ReportRun>& runs,
+                             const std::vector<ReportTrace>& traces, const std::string& path);
 
 }  // namespace umlab::cli
 

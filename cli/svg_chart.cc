@@ -125,6 +125,7 @@ std::string SvgChart::Render(std::string_view plot) const {
       MarkupEscape(plot), width_, height_, width_, height_);
   // Grid and ticks first, so the marks draw over them.
   for (const auto& [axis, vertical] : {std::pair{&x_, true}, std::pair{&y_, false}}) {
+    if (!axis->ticks) continue;
     const double step = TickStep(axis->max);
     for (double v = 0; v <= axis->max * 1.0001; v += step) {
       if (vertical) {

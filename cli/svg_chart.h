@@ -22,6 +22,7 @@ class SvgChart {
   struct Axis {
     double max = 1;  // the axis runs from 0 to max; a max <= 0 becomes 1
     std::string label;
+    bool ticks = true;  // false for categories (policies), where numbers mean nothing
   };
 
   SvgChart(int width, int height, Axis x, Axis y);

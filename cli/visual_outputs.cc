@@ -26,28 +26,37 @@ OptionSpec TimelineOption() {
 }
 
 std::vector<OptionSpec> ReportCommandOptions() {
-  return {{"output", "FILE.html", "the page to write (written to FILE.tmp, then renamed)"}};
+  return {{"output", "FILE.html", "the page to write (written to FILE.tmp, then renamed)"},
+          {"trace", "FILE.umt",
+           "also draw a .umt trace's faults and link traffic over time (by issue time)", "",
+           true}};
 }
 
 std::vector<OptionSpec> TimelineCommandOptions() {
   return {{"output", "FILE.json", "the trace-event JSON to write (FILE.tmp, then renamed)"}};
 }
 
-absl::Status ReportFromJsonFiles(const std::vector<std::string>& paths,
-                                 const std::string& output) {
+absl::Status ReportFromFiles(const std::vector<std::string>& paths,
+                             const std::vector<std::string>& traces, const std::string& output) {
   std::vector<ReportRun> runs;
   for (const std::string& path : paths) {
     absl::StatusOr<std::vector<ReportRun>> read = ReadReportRuns(path);
     if (!read.ok()) return read.status();
     for (ReportRun& run : *read) runs.push_back(std::move(run));
   }
-  return WriteHtmlReport(runs, output);
+  std::vector<ReportTrace> drawn;
+  for (const std::string& path : traces) {
+    absl::StatusOr<ReportTrace> read = ReadReportTrace(path);
+    if (!read.ok()) return read.status();
+    drawn.push_back(*std::move(read));
+  }
+  return WriteHtmlReport(runs, drawn, output);
 }
 
 absl::Status ReportFromRuns(const Runs& runs, const std::string& output) {
   absl::StatusOr<std::vector<ReportRun>> read = ParseReportRuns(RunsJson(runs), "this compare");
   if (!read.ok()) return read.status();
-  return WriteHtmlReport(*read, output);
+  return WriteHtmlReport(*read, {}, output);
 }
 
 absl::Status TimelineFromTraceFile(const std::string& trace, const std::string& output) {

@@ -23,9 +23,10 @@ OptionSpec TimelineOption();
 std::vector<OptionSpec> ReportCommandOptions();
 std::vector<OptionSpec> TimelineCommandOptions();
 
-// `umlab report JSON...`: reads every file (the JSON contract) and writes
-// one page to `output`.
-absl::Status ReportFromJsonFiles(const std::vector<std::string>& paths, const std::string& output);
+// `umlab report JSON... [--trace=FILE.umt]...`: reads every file (the JSON
+// contract, the .umt format) and writes one page to `output`.
+absl::Status ReportFromFiles(const std::vector<std::string>& paths,
+                             const std::vector<std::string>& traces, const std::string& output);
 
 // `compare --report=FILE`: the runs' JSON text, read back as a file would be.
 absl::Status ReportFromRuns(const Runs& runs, const std::string& output);

@@ -90,6 +90,26 @@ TEST(ReportTest, ReportReadsTheJsonThatCompareAndRunPrint) {
   EXPECT_THAT(html, HasSubstr("uvm-default"));
 }
 
+// --trace adds a section per trace, drawn from what the trace stamped.
+TEST(ReportTest, ATraceAddsItsFaultsAndTrafficOverTime) {
+  const std::string trace = umlab::testing::PrivateTempPath("report.umt");
+  const std::string json = umlab::testing::PrivateTempPath("recorded.json");
+  const std::string page = umlab::testing::PrivateTempPath("with_trace.html");
+  const Outcome record = Umlab(
+      WithSmallMlp({"record", "--policy=deepum", "--format=json", "--output=" + trace}));
+  ASSERT_EQ(record.code, kExitOk) << record.err;
+  Write(json, record.out);
+  ASSERT_EQ(Umlab({"report", json, "--trace=" + trace, "--output=" + page}).code, kExitOk);
+  const std::string html = Read(page);
+  EXPECT_THAT(html, HasSubstr("data-plot=\"trace-faults\""));
+  EXPECT_THAT(html, HasSubstr("data-plot=\"trace-link\""));
+  EXPECT_THAT(html, HasSubstr("policy deepum"));
+  const Outcome damaged = Umlab({"report", json, "--trace=" + json, "--output=" + page});
+  EXPECT_EQ(damaged.code, kExitFailure);
+  EXPECT_TRUE(IsOneLine(damaged.err)) << damaged.err;
+  EXPECT_THAT(damaged.err, HasSubstr("not a umlab trace"));
+}
+
 TEST(ReportTest, WithoutSeriesThePageSaysWhatIsMissing) {
   const std::string json = umlab::testing::PrivateTempPath("plain.json");
   const std::string page = umlab::testing::PrivateTempPath("plain.html");

@@ -49,6 +49,11 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       engine.mutable_stats().launch_ns += device_.kernel_launch_ns;
       engine.OnProgramEvent(begin);
       if (absl::Status s = ExecuteKernel(begin.exec_id, begin.duration_ns); !s.ok()) return s;
+      // The grid winds down (its start-up is counted here too: nothing of
+      // the kernel's faults depends on where in the kernel it falls).
+      if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_grid_ns); !s.ok()) {
+        return s;
+      }
       engine.OnProgramEvent(assembler.kernel_end());
     }
     if (!error_.ok()) return error_;

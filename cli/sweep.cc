@@ -96,12 +96,15 @@ class CaseChecker {
 };
 
 // One case's self-contained shell command: skip if done, else run into a
-// temporary file and rename it on success.
-std::string JobLine(const std::string& umlab, const std::string& stem,
+// temporary file and rename it on success. It starts in the folder `sweep`
+// ran in, so relative paths in arguments (g10's dir=) mean what they meant
+// there, whichever folder an engine starts jobs in.
+std::string JobLine(const std::string& cwd, const std::string& umlab, const std::string& stem,
                     const std::vector<std::string>& args) {
   std::vector<std::string> words = {ShellQuote(umlab)};
   for (const std::string& arg : args) words.push_back(ShellQuote(arg));
-  return absl::StrCat("f=", ShellQuote(stem), "; test -e \"$f.json\" || { ",
+  return absl::StrCat("cd ", ShellQuote(cwd), " || exit 1; f=", ShellQuote(stem),
+                      "; test -e \"$f.json\" || { ",
                       absl::StrJoin(words, " "),
                       " >\"$f.json.part.$$\" 2>\"$f.err\" && mv -f \"$f.json.part.$$\" "
                       "\"$f.json\" && rm -f \"$f.err\" || { rm -f \"$f.json.part.$$\"; exit 1; "
@@ -194,6 +197,7 @@ SweepOutcome RunSweep(const SweepOptions& options, std::ostream& out) {
                                           error.message())};
   }
 
+  const std::string cwd = fs::current_path(error).string();
   std::vector<std::string> jobs, pending;
   std::vector<SlurmRequest> requests;
   Json manifest = {{"grid", fs::absolute(options.grid_path, error).lexically_normal().string()},
@@ -205,7 +209,7 @@ SweepOutcome RunSweep(const SweepOptions& options, std::ostream& out) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const SweepCase& c = cases[i];
     const std::string stem = (cases_dir / c.name).string();
-    jobs.push_back(JobLine(umlab, stem, c.args));
+    jobs.push_back(JobLine(cwd, umlab, stem, c.args));
     if (!fs::exists(stem + ".json", error)) pending.push_back(jobs.back());
     requests.push_back(RequestFor(costs[i]));
     total_seconds += costs[i].seconds;

@@ -8,8 +8,8 @@
 //   DIR/sweep.json      the manifest `umlab merge DIR` reads: each case's
 //                       name, grid coordinates and command line
 //
-// Each command line runs `umlab run ... --format=json` (or `replay`) for one
-// case into DIR/cases/NAME.json.part.PID, renamed to NAME.json when the run
+// Each command line changes to the folder sweep ran in and runs `umlab run
+// ... --format=json` (or `replay`) for one case into DIR/cases/NAME.json.part.PID, renamed to NAME.json when the run
 // succeeds; a failed run leaves its error in NAME.err and no NAME.json. A
 // line whose NAME.json exists does nothing, so running the jobs again, by
 // any engine, resumes the sweep. `--run=local[:N]` runs the pending cases

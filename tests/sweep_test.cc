@@ -22,6 +22,7 @@
 #include "cli/json_text.h"
 #include "cli/sweep_grid.h"
 #include "tests/temp_path.h"
+#include "tests/umlab_in_process.h"
 
 namespace umlab::cli {
 namespace {
@@ -34,21 +35,9 @@ using ::testing::Pair;
 constexpr char kUmlab[] = UMLAB_BINARY_DIR "/cli/umlab";
 constexpr char kSmallMlp[] = "layers=2,hidden=512,batch=256,iterations=3";
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Outcome Umlab(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = Main(args, out, err);
-  return Outcome{code, out.str(), err.str()};
-}
-
-bool IsOneLine(const std::string& text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
-}
+using ::umlab::testing::IsOneLine;
+using ::umlab::testing::Outcome;
+using ::umlab::testing::Umlab;
 
 std::string Read(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);

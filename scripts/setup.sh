@@ -5,8 +5,9 @@
 #   scripts/setup.sh --fuzz   also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 
+# parallel: GNU parallel, which `umlab sweep --run=local` and its test use.
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git parallel
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libzstd-dev nlohmann-json3-dev
 )

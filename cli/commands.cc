@@ -445,9 +445,10 @@ const std::vector<Command>& Commands() {
          if (outcome.exit_code == kExitOk) return std::nullopt;
          return Failure{outcome.exit_code, outcome.message};
        }},
-      {"sweep", "GRID.json [--results=DIR] [--run=local[:N]]",
+      {"sweep", "GRID.json|GRID.yaml [--results=DIR] [--run=local[:N]]",
        "expand a grid of runs into jobs for GNU parallel and Slurm job arrays",
-       "The grid's axes and fixed options (docs/sweeps.md) expand into one 'umlab run' "
+       "The grid's axes and fixed options (docs/sweeps.md; JSON, or YAML for a .yaml or "
+       ".yml file) expand into one 'umlab run' "
        "per case, each writing its JSON to DIR/cases under a name made from its "
        "arguments. Writes DIR/jobs (for GNU parallel), DIR/slurm/ (job-array scripts with "
        "time and memory estimated per case, and submit.sh) and DIR/sweep.json. Every case "

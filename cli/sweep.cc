@@ -20,6 +20,7 @@
 #include "cli/spec_check.h"
 #include "cli/sweep_grid.h"
 #include "cli/sweep_slurm.h"
+#include "cli/yaml_json.h"
 #include "emu/device_presets.h"
 
 namespace umlab::cli {
@@ -144,6 +145,13 @@ SweepOutcome RunSweep(const SweepOptions& options, std::ostream& out) {
   // Everything is checked before anything is written.
   absl::StatusOr<std::string> text = ReadFileText(options.grid_path);
   if (!text.ok()) return UsageError(absl::StrCat("grid: ", text.status().message()));
+  if (options.grid_path.ends_with(".yaml") || options.grid_path.ends_with(".yml")) {
+    absl::StatusOr<Json> yaml = YamlToJson(*text);
+    if (!yaml.ok()) {
+      return UsageError(absl::StrFormat("grid %s: %s", options.grid_path, yaml.status().message()));
+    }
+    text = JsonText(*yaml);
+  }
   absl::StatusOr<Grid> grid = ParseGrid(options.grid_path, *text);
   if (!grid.ok()) return UsageError(std::string(grid.status().message()));
   const std::vector<SweepCase> cases = ExpandGrid(*grid);

@@ -1,4 +1,5 @@
-// `umlab sweep GRID.json`: a grid (cli/sweep_grid.h) expanded into jobs for
+// `umlab sweep GRID.json`: a grid (cli/sweep_grid.h; GRID.yaml or .yml is
+// read as YAML, cli/yaml_json.h) expanded into jobs for
 // engines that already exist. umlab schedules nothing itself. It writes, in
 // the results folder DIR:
 //

@@ -147,6 +147,31 @@ TEST(SweepGridTest, NamesAreStableSafeAndDistinct) {
   EXPECT_NE(ExpandGrid(*other)[0].name, cases[0].name);
 }
 
+TEST_F(SweepTest, AYamlGridGivesTheCasesOfItsJson) {
+  const fs::path yaml = dir_ / "grid.yaml";
+  Write(yaml, "fixed: {workload: mlp, workload-arg: [\"layers=2\"]}\n"
+              "axes:\n  policy: [demand, 'deepum:rows=1024']\n  capacity: [0.25, 8GiB]\n"
+              "slurm: {max_running: 3}\n");
+  ASSERT_EQ(Sweep(yaml).code, kExitOk);
+  const std::string from_yaml = Read(Results() / "jobs");
+  EXPECT_THAT(Read(Results() / "slurm" / "array-0.sbatch"), HasSubstr("%3\n"));
+  fs::remove_all(Results());
+  ASSERT_EQ(Sweep(Grid(R"({"fixed": {"workload": "mlp", "workload-arg": ["layers=2"]},
+                           "axes": {"policy": ["demand", "deepum:rows=1024"],
+                                    "capacity": [0.25, "8GiB"]},
+                           "slurm": {"max_running": 3}})"))
+                .code,
+            kExitOk);
+  EXPECT_EQ(Read(Results() / "jobs"), from_yaml);
+  fs::remove_all(Results());
+  Write(yaml, "axes: {policy: [demand\n");
+  const Outcome bad = Sweep(yaml);
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_TRUE(IsOneLine(bad.err)) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("not valid YAML"));
+  EXPECT_FALSE(fs::exists(Results()));
+}
+
 TEST(SweepGridTest, ShellQuoteKeepsWordsWhole) {
   EXPECT_EQ(ShellQuote("--policy=deepum:rows=1024,assoc=4"), "--policy=deepum:rows=1024,assoc=4");
   EXPECT_EQ(ShellQuote("/a dir/it's"), "'/a dir/it'\\''s'");

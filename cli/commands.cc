@@ -449,7 +449,7 @@ const std::vector<Command>& Commands() {
        "expand a grid of runs into jobs for GNU parallel and Slurm job arrays",
        "The grid's axes and fixed options (docs/sweeps.md; JSON, or YAML for a .yaml or "
        ".yml file) expand into one 'umlab run' "
-       "per case, each writing its JSON to DIR/cases under a name made from its "
+       "(or 'umlab replay', for a trace) per case, each writing its JSON to DIR/cases under a name made from its "
        "arguments. Writes DIR/jobs (for GNU parallel), DIR/slurm/ (job-array scripts with "
        "time and memory estimated per case, and submit.sh) and DIR/sweep.json. Every case "
        "is checked before anything is written. A case whose result exists is skipped, so "
@@ -457,7 +457,7 @@ const std::vector<Command>& Commands() {
        "cases to GNU parallel.",
        std::vector<OptionSpec>{
            {"results", "DIR", "folder of the jobs, scripts and results",
-            "the grid's path without .json, plus .sweep"},
+            "the grid's path, its extension replaced by .sweep"},
            {"run", "local[:N]",
             "run the pending cases here through GNU parallel, N at once (default: one per "
             "core); exit 1 if any fails"},

@@ -28,7 +28,7 @@ namespace umlab::cli {
 
 struct SweepOptions {
   std::string grid_path;
-  std::string results_dir;  // empty: the grid's path without .json, plus ".sweep"
+  std::string results_dir;  // empty: the grid's path, its extension replaced by .sweep
   std::string run;          // empty, "local" or "local:N"
   std::string umlab;        // the binary the jobs run; empty: this one
 };

@@ -104,12 +104,14 @@ std::string JobLine(const std::string& cwd, const std::string& umlab, const std:
                     const std::vector<std::string>& args) {
   std::vector<std::string> words = {ShellQuote(umlab)};
   for (const std::string& arg : args) words.push_back(ShellQuote(arg));
-  return absl::StrCat("cd ", ShellQuote(cwd), " || exit 1; f=", ShellQuote(stem),
-                      "; test -e \"$f.json\" || { ",
-                      absl::StrJoin(words, " "),
-                      " >\"$f.json.part.$$\" 2>\"$f.err\" && mv -f \"$f.json.part.$$\" "
-                      "\"$f.json\" && rm -f \"$f.err\" || { rm -f \"$f.json.part.$$\"; exit 1; "
-                      "}; }");
+  // stderr goes to a .part file too, renamed to NAME.err only when the run
+  // fails: a case still running (or killed) leaves no .err to read as failed.
+  return absl::StrCat(
+      "cd ", ShellQuote(cwd), " || exit 1; f=", ShellQuote(stem), "; test -e \"$f.json\" || { ",
+      absl::StrJoin(words, " "),
+      " >\"$f.json.part.$$\" 2>\"$f.err.part.$$\" && mv -f \"$f.json.part.$$\" \"$f.json\" && "
+      "rm -f \"$f.err.part.$$\" \"$f.err\" || { mv -f \"$f.err.part.$$\" \"$f.err\"; "
+      "rm -f \"$f.json.part.$$\"; exit 1; }; }");
 }
 
 // "local" -> 0 (one job per core), "local:N" -> N.

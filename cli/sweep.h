@@ -11,7 +11,8 @@
 //
 // Each command line changes to the folder sweep ran in and runs `umlab run
 // ... --format=json` (or `replay`) for one case into DIR/cases/NAME.json.part.PID, renamed to NAME.json when the run
-// succeeds; a failed run leaves its error in NAME.err and no NAME.json. A
+// succeeds; a failed run leaves its error in NAME.err and no NAME.json (a
+// killed one only .part files). A
 // line whose NAME.json exists does nothing, so running the jobs again, by
 // any engine, resumes the sweep. `--run=local[:N]` runs the pending cases
 // through GNU parallel here.

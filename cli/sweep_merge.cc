@@ -26,7 +26,7 @@ struct CaseResult {
   Json grid;
   Status status = Status::kMissing;
   Json document;      // the case's whole result, when kOk
-  std::string error;  // why, when kFailed
+  std::string error;  // why, when kFailed or kMissing
 };
 
 // The last non-empty line of a failed run's stderr: umlab's one-line error.
@@ -36,7 +36,7 @@ std::string LastLine(const std::string& text) {
     line = absl::StripAsciiWhitespace(line);
     if (!line.empty()) last = std::string(line);
   }
-  return last.empty() ? "failed with no message" : last;
+  return last.empty() ? "failed with no message (killed?)" : last;
 }
 
 CaseResult Collect(const fs::path& cases, const Json& entry) {
@@ -55,6 +55,14 @@ CaseResult Collect(const fs::path& cases, const Json& entry) {
   } else if (absl::StatusOr<std::string> err = ReadFileText(stem + ".err"); err.ok()) {
     result.status = Status::kFailed;
     result.error = LastLine(*err);
+  } else {
+    result.error = "not run";
+    std::error_code error;
+    for (const auto& file : fs::directory_iterator(cases, error)) {
+      if (file.path().filename().string().starts_with(result.name + ".json.part.")) {
+        result.error = "started, not finished: still running, or killed (a time or memory limit?)";
+      }
+    }
   }
   return result;
 }
@@ -74,7 +82,7 @@ std::string MergedJson(const std::vector<CaseResult>& results) {
     if (r.status == Status::kFailed) {
       failed.push_back(Json{{"case", r.name}, {"grid", r.grid}, {"error", r.error}});
     } else if (r.status == Status::kMissing) {
-      missing.push_back(Json{{"case", r.name}, {"grid", r.grid}});
+      missing.push_back(Json{{"case", r.name}, {"grid", r.grid}, {"reason", r.error}});
     } else {
       Json& run = runs.emplace_back(Json{{"case", r.name}, {"grid", r.grid}});
       for (const auto& [key, value] : r.document["runs"][0].items()) run[key] = value;
@@ -124,7 +132,7 @@ std::string MergedCsv(const std::vector<std::string>& axes,
     for (const std::string& key : keys) {
       cells.push_back(run != nullptr && run->contains(key) ? CsvCell((*run)[key]) : "");
     }
-    cells.push_back(r.error.empty() ? "" : CsvCell(r.error));
+    cells.push_back(r.status == Status::kOk ? "" : CsvCell(r.error));
     absl::StrAppend(&out, absl::StrJoin(cells, ","), "\n");
   }
   return out;
@@ -156,7 +164,7 @@ SweepOutcome MergeSweep(const std::string& dir, std::ostream& out) {
     if (!entry.is_object()) continue;
     CaseResult& r = results.emplace_back(Collect(root / "cases", entry));
     if (r.status == Status::kFailed) failed.push_back(absl::StrCat(r.name, ": ", r.error));
-    if (r.status == Status::kMissing) missing.push_back(r.name);
+    if (r.status == Status::kMissing) missing.push_back(absl::StrCat(r.name, ": ", r.error));
   }
   const std::string json_path = (root / "merged.json").string();
   const std::string csv_path = (root / "merged.csv").string();

@@ -6,13 +6,15 @@
 // coordinates (axis key to value), then the keys of its own result. The
 // results' other top-level keys (a contract version) come first, from the
 // first result. `failed` lists the cases whose run failed, each with the
-// error it printed; `missing` the cases that have not run (yet). Nothing in
+// error it printed; `missing` the cases with no result, with a `reason`:
+// not run, or started and not finished (a .part file remains: still running,
+// or killed). Nothing in
 // it depends on where or how the cases ran, so two engines that ran the same
 // grid merge into the same bytes.
 //
 // merged.csv has one row per case: case, status (ok, failed, missing), the
-// grid coordinates (columns grid.AXIS), each scalar key of the runs, and the error of a failed
-// case.
+// grid coordinates (columns grid.AXIS), each scalar key of the runs, and the
+// error or reason of a case without a result.
 //
 // Exit 0 when every case has a result, 1 when some failed or are missing
 // (both files are written either way), 2 when DIR is not a sweep.

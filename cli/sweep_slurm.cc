@@ -13,12 +13,12 @@
 namespace umlab::cli {
 namespace {
 
-// The sim's cost, measured with `umlab run --format=json` under
-// /usr/bin/time on a loaded 2-core machine (docs/sweeps.md has the table):
-// 64-95 ns of wall time per page access (demand, the slowest policy, on
-// gpt2-small, resnet50 and mlp), and a resident set of about 6 MiB plus up to
-// 5.5 KiB per 2 MiB block of footprint (uvm-default's per-block state, the
-// largest). The constants round those up.
+// The sim's cost, measured with bench/sweeps/timed-umlab.sh (docs/sweeps.md
+// has the table): 12-81 ns of CPU time per page access over the 13 DNN
+// models under demand and deepum (dlrm and the ResNets under deepum are the
+// costliest), and a resident set of a few MiB plus up to 5.5 KiB per 2 MiB
+// block of footprint (uvm-default's per-block state, the largest). The
+// constants cover every case measured.
 constexpr double kStartSeconds = 0.1;
 constexpr double kSecondsPerPageAccess = 100e-9;
 constexpr uint64_t kBaseBytes = 16ull << 20;

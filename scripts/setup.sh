@@ -5,9 +5,11 @@
 #   scripts/setup.sh --fuzz   also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 
+# parallel: GNU parallel, which `umlab sweep --run=local` and its test use;
+# libyaml-cpp-dev: sweep grids in YAML.
 packages=(
-  build-essential cmake ninja-build pkg-config git
-  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  build-essential cmake ninja-build pkg-config git parallel
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   liburing-dev libzstd-dev nlohmann-json3-dev
 )
 case "${1:-}" in

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "tests/temp_path.h"
+#include "tests/umlab_in_process.h"
 
 namespace umlab::cli {
 namespace {
@@ -18,17 +19,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Outcome Umlab(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = Main(args, out, err);
-  return Outcome{code, out.str(), err.str()};
-}
+using ::umlab::testing::IsOneLine;
+using ::umlab::testing::Outcome;
+using ::umlab::testing::Umlab;
 
 // A small mlp keeps these tests quick: 2 layers of 512, 3 iterations.
 const std::vector<std::string> kSmall = {"--workload=mlp", "--workload-arg",
@@ -41,10 +34,6 @@ std::vector<std::string> With(std::vector<std::string> args) {
 
 std::string TempPath(const std::string& name) {
   return umlab::testing::PrivateTempPath(name);
-}
-
-bool IsOneLine(const std::string& text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
 }
 
 TEST(CliTest, HelpListsEveryCommandAndExitsZero) {

@@ -15,23 +15,15 @@
 #include "cli/text_table.h"
 #include "nlohmann/json.hpp"
 #include "tests/temp_path.h"
+#include "tests/umlab_in_process.h"
 
 namespace umlab::cli {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Outcome Umlab(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = Main(args, out, err);
-  return Outcome{code, out.str(), err.str()};
-}
+using ::umlab::testing::Outcome;
+using ::umlab::testing::Umlab;
 
 const std::vector<std::string> kSmall = {"--workload=mlp", "--workload-arg",
                                          "layers=2,hidden=512,batch=256,iterations=3"};

@@ -11,6 +11,9 @@
 # UMLAB_FIDELITY_DEVICE_PARAM adds one --device-param K=V to every run. The sim
 # predicts with UMLAB_FIDELITY_SIM, default sim:policy_from=user: the policy
 # from user space over a modelled driver, as the cuda backend runs it.
+# UMLAB_FIDELITY_PACE=1 also runs each workload at capacity 1.0 under ideal
+# and demand with the per-kernel log (OUT/full_W.json, OUT/kernels_W.csv)
+# and umlab_cuda_calibrate (OUT/calibration.json), for bench/pace_table.py.
 set -uo pipefail
 bin=$1
 out=$2
@@ -38,10 +41,22 @@ run() {  # file, args...
   echo "$file: exit $code in $(( ($(date +%s%N) - start) / 1000000 )) ms: umlab compare $*" | tee -a "$log"
 }
 
+if [ "${UMLAB_FIDELITY_PACE:-0}" = 1 ]; then
+  "$bin/umlab_cuda_calibrate" > "$out/calibration.json" 2>> "$log"
+  echo "calibration: exit $?" | tee -a "$log"
+fi
 for workload in $workloads; do
   name=${workload%%:*}
   args=()
   [ "$name" != "$workload" ] && args=(--workload-arg "${workload#*:}")
+  if [ "${UMLAB_FIDELITY_PACE:-0}" = 1 ]; then
+    # compare rewrites the kernel log per policy: it ends as demand's.
+    policies_saved=$policies
+    policies=ideal,demand
+    run "full_${name}" --backend="cuda:kernels=$out/kernels_${name}.csv" --workload="$name" \
+      "${args[@]}" --capacity=1.0
+    policies=$policies_saved
+  fi
   for capacity in $capacities; do
     run "sim_${name}_${capacity}" --backend="$sim" --workload="$name" "${args[@]}" --capacity="$capacity"
     for mode in $modes; do

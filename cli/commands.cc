@@ -13,6 +13,10 @@
 #include "cli/output_format.h"
 #include "cli/report.h"
 #include "cli/regress.h"
+#include "cli/run_defaults.h"
+#include "cli/spec_check.h"
+#include "cli/sweep.h"
+#include "cli/sweep_merge.h"
 #include "cli/trace_summary.h"
 #include "cli/visual_outputs.h"
 #include "core/byte_size.h"
@@ -24,9 +28,6 @@
 
 namespace umlab::cli {
 namespace {
-
-constexpr char kDefaultDevice[] = "v100-pcie3";
-constexpr char kDefaultWorkload[] = "mlp";
 
 // A failure with the exit code it deserves.
 struct Failure {
@@ -122,7 +123,7 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
                                     Setup& setup) {
   absl::StatusOr<DeviceConfig> device = ResolveDevice(args, default_device);
   if (!device.ok()) return Usage(device.status());
-  absl::StatusOr<ReplayPolicy> replay = ParseReplayPolicy(args.GetOr("replay", "batch"));
+  absl::StatusOr<ReplayPolicy> replay = ParseReplayPolicy(args.GetOr("replay", kDefaultReplay));
   if (!replay.ok()) return Usage(replay.status());
   absl::StatusOr<const OutputFormat<Runs>*> format =
       FindFormat(RunFormats(), args.GetOr("format", RunFormats().front().name));
@@ -131,8 +132,8 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   setup.format = *format;
   setup.request.device = *device;
   setup.request.replay = *replay;
-  setup.request.capacity = args.GetOr("capacity", "0.5");
-  setup.request.backend = args.GetOr("backend", "sim");
+  setup.request.capacity = args.GetOr("capacity", kDefaultCapacity);
+  setup.request.backend = args.GetOr("backend", kDefaultBackend);
   // --dilation and --verify are backend parameters; a backend that does not
   // declare them rejects them below with a usage error.
   std::vector<std::string> folded;
@@ -152,16 +153,8 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   setup.jobs = *jobs;
   setup.request.check_invariants = args.Has("check-invariants");
   setup.request.show_progress = true;
-  const auto [backend, backend_params] = SplitSpec(setup.request.backend);
-  const BackendRegistry::Entry* entry = Backends().Find(backend);
-  if (entry == nullptr) {
-    return Usage(absl::InvalidArgumentError(absl::StrFormat(
-        "--backend=%s is not in this build; available: %s", backend, Backends().Names())));
-  }
-  if (absl::StatusOr<ParamMap> params =
-          ParamMap::Resolve(entry->params, backend_params, absl::StrCat("backend ", backend));
-      !params.ok()) {
-    return Usage(params.status());
+  if (absl::Status backend = CheckBackendSpec(setup.request.backend); !backend.ok()) {
+    return Usage(backend);
   }
   return std::nullopt;
 }
@@ -192,17 +185,7 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
     return Usage(frames.status());
   }
   for (const std::string& spec : policies) {
-    const std::string name = SplitSpec(spec).first;
-    const PolicyRegistry::Entry* entry = Policies().Find(name);
-    if (entry == nullptr) {
-      return Usage(absl::InvalidArgumentError(absl::StrFormat(
-          "unknown policy '%s'; known: %s", name, Policies().Names())));
-    }
-    if (absl::StatusOr<ParamMap> params = ParamMap::Resolve(
-            entry->params, SplitSpec(spec).second, absl::StrCat("policy ", name));
-        !params.ok()) {
-      return Usage(params.status());
-    }
+    if (absl::Status policy = CheckPolicySpec(spec); !policy.ok()) return Usage(policy);
   }
   setup.request.program = &program;
   setup.request.record_series = ctx.args.Has("series") || ctx.args.Has("report");
@@ -259,7 +242,7 @@ std::optional<Failure> RunCommand(const Context& ctx) {
   if (auto failure = ResolveSetup(ctx.args, kDefaultDevice, setup)) return failure;
   std::optional<ProgramInput> program;
   if (auto failure = LoadWorkload(ctx.args, setup.device, program)) return failure;
-  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", "demand")});
+  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", kDefaultPolicy)});
 }
 
 std::optional<Failure> RecordCommand(const Context& ctx) {
@@ -273,7 +256,7 @@ std::optional<Failure> RecordCommand(const Context& ctx) {
   std::optional<ProgramInput> program;
   if (auto failure = LoadWorkload(ctx.args, setup.device, program)) return failure;
   setup.request.record_path = *output;
-  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", "demand")});
+  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", kDefaultPolicy)});
 }
 
 std::optional<Failure> ReplayCommand(const Context& ctx) {
@@ -286,7 +269,7 @@ std::optional<Failure> ReplayCommand(const Context& ctx) {
       program->recorded_device().empty() ? kDefaultDevice : program->recorded_device();
   Setup setup;
   if (auto failure = ResolveSetup(ctx.args, device, setup)) return failure;
-  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", "demand")});
+  return RunAndReport(ctx, setup, *program, {ctx.args.GetOr("policy", kDefaultPolicy)});
 }
 
 std::optional<Failure> CompareCommand(const Context& ctx) {
@@ -389,6 +372,17 @@ std::optional<Failure> DevicesCommand(const Context& ctx) {
     ctx.out << FormatParams(DeviceParams(*DevicePreset(entry->name)));
   }
   return std::nullopt;
+}
+
+// `sweep` and `merge`: one positional argument, an outcome to pass on.
+Handler SweepHandler(const std::string& usage,
+                     std::function<SweepOutcome(const Context&, const std::string&)> body) {
+  return [usage, body](const Context& ctx) -> std::optional<Failure> {
+    if (ctx.args.positional().size() != 1) return Usage(absl::InvalidArgumentError(usage));
+    const SweepOutcome outcome = body(ctx, ctx.args.positional()[0]);
+    if (outcome.exit_code == kExitOk) return std::nullopt;
+    return Failure{outcome.exit_code, outcome.message};
+  };
 }
 
 const std::vector<Command>& Commands() {
@@ -507,6 +501,41 @@ const std::vector<Command>& Commands() {
          if (outcome.exit_code == kExitOk) return std::nullopt;
          return Failure{outcome.exit_code, outcome.message};
        }},
+      {"sweep", "GRID.json|GRID.yaml [--results=DIR] [--run=local[:N]]",
+       "expand a grid of runs into jobs for GNU parallel and Slurm job arrays",
+       "The grid's axes and fixed options (docs/sweeps.md; JSON, or YAML for a .yaml or "
+       ".yml file) expand into one 'umlab run' "
+       "(or 'umlab replay', for a trace) per case, each writing its JSON to DIR/cases under a name made from its "
+       "arguments. Writes DIR/jobs (for GNU parallel), DIR/slurm/ (job-array scripts with "
+       "time and memory estimated per case, and submit.sh) and DIR/sweep.json. Every case "
+       "is checked before anything is written. A case whose result exists is skipped, so "
+       "a rerun resumes. umlab schedules nothing itself; --run=local hands the pending "
+       "cases to GNU parallel.",
+       std::vector<OptionSpec>{
+           {"results", "DIR", "folder of the jobs, scripts and results",
+            "the grid's path, its extension replaced by .sweep"},
+           {"run", "local[:N]",
+            "run the pending cases here through GNU parallel, N at once (default: one per "
+            "core); exit 1 if any fails"},
+           {"umlab", "PATH", "the umlab binary the jobs run", "this one"}},
+       SweepHandler("umlab sweep takes one grid: umlab sweep GRID.json",
+                    [](const Context& ctx, const std::string& grid) {
+                      return RunSweep({.grid_path = grid,
+                                       .results_dir = ctx.args.GetOr("results", ""),
+                                       .run = ctx.args.GetOr("run", ""),
+                                       .umlab = ctx.args.GetOr("umlab", "")},
+                                      ctx.out);
+                    })},
+      {"merge", "DIR", "merge a sweep's results into DIR/merged.json and DIR/merged.csv",
+       "merged.json is the compare contract with each case's name and grid coordinates, "
+       "plus the failed cases (with their errors) and the missing ones; merged.csv has a "
+       "row per case. Exits 1 if any case failed or is missing (both files are written "
+       "anyway).",
+       {},
+       SweepHandler("umlab merge takes one sweep folder: umlab merge DIR",
+                    [](const Context& ctx, const std::string& dir) {
+                      return MergeSweep(dir, ctx.out);
+                    })},
   };
   return *commands;
 }
@@ -571,9 +600,10 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     err << "umlab " << command->name << ": " << parsed.status().message() << "\n";
     return kExitUsage;
   }
-  const bool takes_positional = command->name == "replay" || command->name == "inspect" ||
-                                command->name == "regress" || command->name == "report" ||
-                                command->name == "timeline";
+  const bool takes_positional =
+      command->name == "replay" || command->name == "inspect" || command->name == "regress" ||
+      command->name == "sweep" || command->name == "merge" || command->name == "report" ||
+      command->name == "timeline";
   if (!takes_positional && !parsed->positional().empty()) {
     err << "umlab " << command->name << ": unexpected argument '" << parsed->positional()[0]
         << "'; see 'umlab " << command->name << " --help'\n";

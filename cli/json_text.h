@@ -19,6 +19,11 @@ using Json = nlohmann::ordered_json;
 // U+FFFD instead of throwing.
 std::string JsonText(const Json& value, int indent = -1);
 
+// An object as compact JSON, except that the elements of its array
+// `list_key` come one per line, so that a diff or a grep lines up element by
+// element; ends in a newline.
+std::string JsonTextListPerLine(const Json& object, const std::string& list_key);
+
 }  // namespace umlab::cli
 
 #endif  // UMLAB_CLI_JSON_TEXT_H_

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/file_text.h"
 #include "cli/exit_codes.h"
 #include "cli/json_text.h"
 #include "cli/runner/experiment.h"
@@ -233,20 +233,6 @@ Json Stored(double value) {
   return Json(std::round(value * 10) / 10);
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file << text;
-    file.flush();
-    if (!file) return absl::UnavailableError(absl::StrFormat("cannot write %s", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrFormat("cannot replace %s", path));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 const std::vector<std::string>& RegressMetrics() {
@@ -374,7 +360,7 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
                                             runs_failed, path, absl::StrJoin(regressions, "\n  "))};
     }
     const std::string rewritten = JsonText(suite, /*indent=*/2) + "\n";
-    if (absl::Status status = WriteFile(path, rewritten); !status.ok()) {
+    if (absl::Status status = WriteFileAtomically(path, rewritten); !status.ok()) {
       return {kExitFailure, std::string(status.message())};
     }
     out << absl::StrFormat("\nexpectations of %d cases rewritten in %s\n", cases->size(), path);

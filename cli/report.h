@@ -28,6 +28,11 @@ std::string RunsCsv(const Runs& runs);
 // its lists and `policy_stats`, and the CSV's columns. Names are the contract.
 Json RunScalars(const RunResult& run);
 
+// One CSV cell (RFC 4180): a string is quoted, its quotes doubled, so commas
+// (policy specs have them) and line breaks stay inside the cell. Numbers are
+// bare.
+std::string CsvCell(const Json& value);
+
 // Mean of a per-iteration quantity over the steady state: every iteration but
 // the first (all of them if there is only one).
 double SteadyStateMean(const RunStats& stats, uint64_t IterationStats::*field);

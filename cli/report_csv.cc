@@ -7,10 +7,7 @@
 #include "cli/report.h"
 
 namespace umlab::cli {
-namespace {
 
-// RFC 4180: a string is quoted, its quotes doubled, so commas (policy specs
-// have them) and line breaks stay inside the cell. Numbers are bare.
 std::string CsvCell(const Json& value) {
   if (value.is_string()) {
     return absl::StrCat("\"", absl::StrReplaceAll(value.get<std::string>(), {{"\"", "\"\""}}),
@@ -18,8 +15,6 @@ std::string CsvCell(const Json& value) {
   }
   return JsonText(value);
 }
-
-}  // namespace
 
 std::string RunsCsv(const Runs& runs) {
   std::string out;

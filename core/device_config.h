@@ -34,6 +34,10 @@ struct DeviceConfig {
   int fault_batch_size = 256;            // uvm_perf_fault_batch_count
   int fault_buffer_entries = 8192;       // replayable fault buffer capacity
   Nanos kernel_launch_ns = 0;            // gap between back-to-back kernels
+  // What a kernel costs beyond its compute once launched: its grid's
+  // start-up and wind-down, paid inside the kernel (a kernel with no
+  // compute still lasts this long).
+  Nanos kernel_grid_ns = 0;
   // Warps per SM that issue accesses, each waiting for its own: a fault
   // stalls one warp, not the SM. What hides the latency of a resident
   // access behind compute (the cuda backend's replay kernel runs the same

@@ -60,9 +60,14 @@ UMLAB_REGISTER_DEVICE(
          // An isolated fault took 31 us end to end: 20 us of fault handling,
          // 10 us of transfer set-up, one page.
          .fault_latency_ns = 20000,
-         // Back-to-back kernels on one stream start 3.25 us apart
-         // (umlab_cuda_calibrate's launch_gap on the H200).
-         .kernel_launch_ns = 3250,
+         // Between kernels of a run the GPU idled 2.5 us on average (the
+         // steady iterations at capacity 1.0 of fidelity run 8: 2.47-2.65 us
+         // per gap; umlab_cuda_calibrate's launch_gap, 2.27-3.25 us over
+         // runs). Inside each, the replay kernel's 1056-issuer grid took
+         // 2.89 us to start and wind down (full_grid_kernel: one resident
+         // page per issuer, no compute).
+         .kernel_launch_ns = 2500,
+         .kernel_grid_ns = 2890,
          // A resident access costs the cuda backend's replay kernel 547 ns
          // per SM with one issuing warp, more than most zoo kernels' compute
          // per access (132-782 ns on average); with 8 warps per SM, 99 ns.
@@ -123,6 +128,8 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "device memory bandwidth, GB/s", kRate},
       {"launch_us", ParamType::kDouble, Number(c.kernel_launch_ns / 1e3),
        "gap between kernels, us", kMicros},
+      {"grid_us", ParamType::kDouble, Number(c.kernel_grid_ns / 1e3),
+       "a kernel's grid start-up and wind-down beyond its compute, us", kMicros},
       {"warps", ParamType::kInt, Number(c.warps_per_sm),
        "warps per SM issuing accesses, each stalling alone on a fault", ParamRange::Closed(1, 64)},
   };
@@ -148,6 +155,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.compute.peak_flops_tensor = params->Double("tensor_tflops") * 1e12;
   c.compute.memory_bytes_per_second = params->Double("hbm_gbps") * 1e9;
   c.kernel_launch_ns = std::llround(params->Double("launch_us") * 1e3);
+  c.kernel_grid_ns = std::llround(params->Double("grid_us") * 1e3);
   c.warps_per_sm = static_cast<int>(params->Int("warps"));
   return c;
 }

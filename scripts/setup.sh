@@ -7,9 +7,11 @@
 #                             (it skips without it; CI leaves it out for time)
 set -euo pipefail
 
+# parallel: GNU parallel, which `umlab sweep --run=local` and its test use;
+# libyaml-cpp-dev: sweep grids in YAML.
 packages=(
-  build-essential cmake ninja-build pkg-config git
-  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  build-essential cmake ninja-build pkg-config git parallel
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   liburing-dev libzstd-dev nlohmann-json3-dev
 )
 case "${1:-}" in

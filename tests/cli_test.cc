@@ -33,7 +33,6 @@ std::string TempPath(const std::string& name) {
   return umlab::testing::PrivateTempPath(name);
 }
 
-
 TEST(CliTest, HelpListsEveryCommandAndExitsZero) {
   const Outcome help = Umlab({"--help"});
   EXPECT_EQ(help.code, kExitOk);

@@ -1,7 +1,8 @@
 // Keeps the sim's predictions true to the GPU. The fixtures in
 // tests/data/fidelity/ are programs recorded on an H200 by the cuda backend
 // (`umlab record --backend=cuda --device=h200 --capacity=0.5`, real
-// oversubscription under the driver), each with the JSON of that run. Each
+// oversubscription under the driver), each with the JSON of that run and of
+// two more runs of the same case (`umlab run`). Each
 // case replays one on the sim as it predicts the cuda backend (the h200
 // preset, `policy_from=user`: the policy acting from user space over a
 // modelled driver) and fails when the prediction leaves the bound
@@ -20,7 +21,7 @@ namespace umlab::cli {
 namespace {
 
 // Bounds on |predicted - measured| / measured, from docs/fidelity.md.
-constexpr double kDemandTime = 0.25;
+constexpr double kDemandTime = 0.15;
 constexpr double kDemandTraffic = 0.05;
 // DeepUM's prefetches and pre-evictions are driver calls from user space;
 // how they meet the driver's own faults and evictions is modelled, not
@@ -36,14 +37,28 @@ std::string Fixture(const std::string& workload, const std::string& policy,
          "_0.5." + extension;
 }
 
-// The run as the GPU measured it.
+// The case as the GPU measured it: its figures averaged over the runs the
+// fixture holds. One GPU run is not a stable referee: three runs of one
+// case spread by up to 24% in time under demand and 61% in traffic under
+// deepum (docs/fidelity.md, "Kept true in CI").
 nlohmann::json Measured(const std::string& workload, const std::string& policy) {
   std::ifstream file(Fixture(workload, policy, "json"));
   EXPECT_TRUE(file.good()) << "cannot read " << Fixture(workload, policy, "json");
   const nlohmann::json report = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
   const nlohmann::json runs = report.value("runs", nlohmann::json::array());
-  EXPECT_EQ(runs.size(), 1u);
-  return runs.empty() ? nlohmann::json::object() : runs[0];
+  EXPECT_GE(runs.size(), 3u);
+  if (runs.empty()) return nlohmann::json::object();
+  nlohmann::json mean = runs[0];
+  for (const char* key : {"time_ns", "h2d_bytes", "d2h_bytes"}) {
+    double sum = 0;
+    for (const nlohmann::json& run : runs) {
+      EXPECT_EQ(run["policy"], policy);
+      EXPECT_EQ(run["capacity_bytes"], runs[0]["capacity_bytes"]);
+      sum += run[key].get<double>();
+    }
+    mean[key] = sum / static_cast<double>(runs.size());
+  }
+  return mean;
 }
 
 // The run as the sim predicts it, from the same recorded program.

@@ -1,5 +1,5 @@
-// `umlab ARGS` run in process, with what it printed and its exit code: what
-// the tests of the commands are written with.
+// Runs `umlab ARGS...` in the test's own process, capturing what it prints:
+// the commands end to end, without a child process.
 #ifndef UMLAB_TESTS_UMLAB_IN_PROCESS_H_
 #define UMLAB_TESTS_UMLAB_IN_PROCESS_H_
 
@@ -34,7 +34,7 @@ inline std::vector<std::string> WithSmallMlp(std::vector<std::string> args) {
   return args;
 }
 
-// An error message a user reads at a glance: exactly one line.
+// Errors are one line, ending in a newline.
 inline bool IsOneLine(const std::string& text) {
   return !text.empty() && text.find('\n') == text.size() - 1;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "core/access_pace.h"
 #include "core/backend_registry.h"
 #include "core/byte_size.h"
 #include "core/sigint_guard.h"
@@ -34,6 +35,20 @@ uint64_t HostMemoryBytes() {
 // Reads a stamp the GPU writes into host-mapped memory.
 uint64_t ReadStamp(const uint64_t& stamp) {
   return *static_cast<const volatile uint64_t*>(&stamp);
+}
+
+// Opens the CSV file a parameter names and writes its header line.
+absl::Status OpenCsvLog(const std::string& path, const char* param, const char* header,
+                        std::unique_ptr<std::FILE, int (*)(std::FILE*)>& log) {
+  if (path.empty()) return absl::OkStatus();
+  log.reset(std::fopen(path.c_str(), "w"));
+  if (log == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "backend cuda: cannot write %s=%s (%s); give a writable path", param, path,
+        std::strerror(errno)));
+  }
+  std::fputs(header, log.get());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -84,16 +99,20 @@ CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
       start_(std::chrono::steady_clock::now()) {}
 
 absl::Status CudaBackend::Initialise() {
-  if (!options_.record_log.empty()) {
-    record_log_.reset(std::fopen(options_.record_log.c_str(), "w"));
-    if (record_log_ == nullptr) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "backend cuda: cannot write records=%s (%s); give a writable path",
-          options_.record_log, std::strerror(errno)));
-    }
-    // Times in ns since the run's start on CUPTI's clock; -1 where CUPTI
-    // gives none. program_address is -1 outside the program's memory.
-    std::fputs("kind,cause,address,program_address,value,start_ns,end_ns\n", record_log_.get());
+  // Times in ns since the run's start on CUPTI's clock; -1 where CUPTI
+  // gives none. program_address is -1 outside the program's memory.
+  if (absl::Status s = OpenCsvLog(options_.record_log, "records",
+                                  "kind,cause,address,program_address,value,start_ns,end_ns\n",
+                                  record_log_);
+      !s.ok()) {
+    return s;
+  }
+  // Times in ns since the first kernel's begin on the GPU's clock.
+  if (absl::Status s = OpenCsvLog(options_.kernel_log, "kernels",
+                                  "kernel,exec_id,accesses,issuers,compute_ns,begin_ns,end_ns\n",
+                                  kernel_log_);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = CudaCheck(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking),
                                  "cudaStreamCreate");
@@ -327,12 +346,9 @@ void CudaBackend::LaunchAll() {
     args.range_count = kernel.range_count;
     args.accesses = kernel.accesses;
     args.compute_ns = static_cast<uint64_t>(std::max<Nanos>(0, kernel.begin.duration_ns));
-    // As on the sim: each issuer spends compute * issuers / accesses per
-    // access, so the kernel lasts its compute time when nothing stalls.
-    args.workers = static_cast<unsigned>(std::min<uint64_t>(
-        static_cast<uint64_t>(device_.access_streams()), std::max<uint64_t>(1, kernel.accesses)));
-    args.per_access_ns =
-        kernel.accesses == 0 ? 0 : args.compute_ns * args.workers / kernel.accesses;
+    const AccessPace pace = PaceOfKernel(kernel);
+    args.workers = static_cast<unsigned>(std::max<uint64_t>(1, pace.issuers));
+    args.per_access_ns = static_cast<uint64_t>(pace.step_ps / 1000);
     args.counters = counters_ + k;
     args.progress = progress_ + k;  // mapped memory has one address on both sides (UVA)
     if (absl::Status s = CudaCheck(LaunchReplayKernel(args, warps_per_block, compute_stream_),
@@ -658,7 +674,30 @@ void CudaBackend::FillStatistics() {
   stats.budget_overshoot_max_bytes = overshoot_max_frames_ * kBlockSize;
   stats.budget_overshoot_mean_bytes =
       overshoot_samples_ == 0 ? 0 : overshoot_sum_frames_ * kBlockSize / overshoot_samples_;
+  LogKernels();
 }
+
+AccessPace CudaBackend::PaceOfKernel(const PlannedKernel& kernel) const {
+  // Paced as on the sim.
+  return PaceOf(kernel.begin.duration_ns, kernel.accesses,
+                static_cast<uint64_t>(device_.access_streams()));
+}
+
+void CudaBackend::LogKernels() {
+  if (kernel_log_ == nullptr || plan_.kernels.empty()) return;
+  const uint64_t origin = progress_[0].begin_ns;
+  for (uint64_t k = 0; k < plan_.kernels.size(); ++k) {
+    const PlannedKernel& kernel = plan_.kernels[k];
+    std::fprintf(kernel_log_.get(), "%llu,%u,%llu,%u,%lld,%lld,%lld\n",
+                 static_cast<unsigned long long>(k), kernel.begin.exec_id,
+                 static_cast<unsigned long long>(kernel.accesses),
+                 static_cast<unsigned>(PaceOfKernel(kernel).issuers),
+                 static_cast<long long>(kernel.begin.duration_ns),
+                 static_cast<long long>(progress_[k].begin_ns - origin),
+                 static_cast<long long>(progress_[k].end_ns - origin));
+  }
+}
+
 
 UMLAB_REGISTER_BACKEND(
     cuda,
@@ -687,7 +726,10 @@ UMLAB_REGISTER_BACKEND(
        ParamRange::AtLeast(0)},
       {"records", ParamType::kString, "",
        "write every CUPTI unified-memory record (faults, transfers with their cause, the "
-       "driver's thrashing and throttling) to this CSV file"}},
+       "driver's thrashing and throttling) to this CSV file"},
+      {"kernels", ParamType::kString, "",
+       "write each kernel's accesses, issuers, compute time and its begin and end on the GPU's "
+       "clock to this CSV file"}},
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
        CudaOptions options;
@@ -697,6 +739,7 @@ UMLAB_REGISTER_BACKEND(
        options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
        options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
        options.record_log = params.String("records");
+       options.kernel_log = params.String("kernels");
        options.driver_room_for_prefetches = params.Choice("room") == 0;  // "all"
        absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
            CudaBackend::Create(device, capacity_frames, options);

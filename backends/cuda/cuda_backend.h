@@ -43,6 +43,7 @@
 #include "backends/cuda/replay_kernel.h"
 #include "backends/cuda/replay_plan.h"
 #include "backends/cuda/transfer_issuer.h"
+#include "core/access_pace.h"
 #include "core/backend.h"
 #include "core/device_config.h"
 #include "core/engine.h"
@@ -66,6 +67,10 @@ struct CudaOptions {
   // as CSV (what the driver did: faults, transfers and their causes,
   // thrashing, throttling).
   std::string record_log;
+  // When set, each kernel's accesses, issuers, compute time and GPU begin
+  // and end stamps are written here as CSV at the end of the run (how the
+  // replay kept to the compute time, kernel by kernel).
+  std::string kernel_log;
   // memory=driver: whether the engine lets the driver make room for its
   // prefetches too (it always does for faults, which it hears of only after
   // the driver has evicted). Otherwise a prefetch into a full device first
@@ -126,6 +131,9 @@ class CudaBackend final : public Backend {
   // `program` is the record's address in the program, if it is the program's.
   void LogRecord(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program);
   void FillStatistics();
+  void LogKernels();
+  // The replay kernel's issuers and step for one kernel (core/access_pace.h).
+  AccessPace PaceOfKernel(const PlannedKernel& kernel) const;
   // Records the first error of either thread and stops both.
   void Fail(absl::Status status);
   bool stopping() const;
@@ -180,6 +188,7 @@ class CudaBackend final : public Backend {
   uint64_t thrashing_detections_ = 0;
   uint64_t throttled_ns_ = 0;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> record_log_{nullptr, &std::fclose};
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> kernel_log_{nullptr, &std::fclose};
   uint64_t overshoot_max_frames_ = 0;
   uint64_t overshoot_sum_frames_ = 0;
   uint64_t overshoot_samples_ = 0;

@@ -147,6 +147,22 @@ int main() {
       Replay({DeviceRange{address, 0}}, {pages}, prop.multiProcessorCount * 8, 8, stream);
   const double resident_8_ns = double(resident_8[0].end_ns - resident_8[0].begin_ns);
 
+  // What a whole grid costs per kernel beyond the launch gap: 1000 kernels
+  // back to back, each with eight issuers per SM taking one resident page
+  // each and no compute. Their duration is the grid's start-up and wind-down
+  // plus one access; begin to begin, everything a kernel costs but compute.
+  const size_t grid = size_t(prop.multiProcessorCount) * 8;
+  std::vector<DeviceRange> grid_ranges;
+  for (size_t k = 0; k < 1000; ++k) {
+    grid_ranges.push_back(DeviceRange{address + (k % (pages / grid)) * grid * 4096, 0});
+  }
+  const std::vector<KernelProgress> full_grid =
+      Replay(grid_ranges, std::vector<uint64_t>(1000, grid), unsigned(grid), 8, stream);
+  double grid_duration = 0;
+  for (const KernelProgress& stamp : full_grid) grid_duration += double(stamp.end_ns - stamp.begin_ns);
+  const double grid_period =
+      double(full_grid.back().begin_ns - full_grid.front().begin_ns) / double(full_grid.size() - 1);
+
   // Fault latency: one page in each of 256 host-resident 2 MB blocks,
   // touched one after another by a single thread block, so no two faults
   // overlap.
@@ -179,6 +195,10 @@ int main() {
               serial_ns / 1e3 / double(probes));
   std::printf(" \"launch_gap\":{\"kernels\":%zu,\"us_per_gap\":%.2f},\n", empty.size(),
               gaps / 1e3 / double(empty.size() - 1));
+  std::printf(" \"full_grid_kernel\":{\"kernels\":%zu,\"issuers\":%zu,\"us_duration\":%.2f,"
+              "\"us_period\":%.2f},\n",
+              full_grid.size(), grid, grid_duration / 1e3 / double(full_grid.size()),
+              grid_period / 1e3);
 
   // Under real oversubscription: a balloon leaves half the region free, the
   // first half fills it, and then every page of the second half is touched

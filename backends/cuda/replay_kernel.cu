@@ -24,16 +24,30 @@ __device__ __forceinline__ uint64_t SpinUntil(uint64_t target, uint32_t dependen
 }
 
 __global__ void ReplayProgramKernel(ReplayKernelArgs args, uint32_t zero) {
+  // The issuers of this thread block that have finished (below).
+  __shared__ unsigned block_finished;
+  if (threadIdx.x == 0) block_finished = 0;
+  __syncthreads();
   // Lane 0 of each warp is an issuer: an issuer's accesses are in program
   // order, as in the sim.
   if (threadIdx.x % 32 != 0) return;
-  const unsigned worker = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const unsigned warps_per_block = blockDim.x / 32;
+  const unsigned worker = blockIdx.x * warps_per_block + threadIdx.x / 32;
   if (worker >= args.workers) return;
-  if (atomicAdd(&args.counters->started, 1u) == 0) {
-    args.progress->begin_ns = GlobalTimerNs();
+  const unsigned block_workers = min(warps_per_block, args.workers - blockIdx.x * warps_per_block);
+  // The schedule starts when the issuer does. The bookkeeping below only
+  // delays its first access, which the schedule then absorbs; it used to
+  // come first and delayed every issuer's whole schedule, by the stamp's
+  // system fence and by all issuers' atomics on one counter, about 2-3 us
+  // per kernel at any compute (docs/fidelity.md "Replay pace").
+  const uint64_t start = GlobalTimerNs();
+  uint64_t scheduled = start;
+  // One issuer per block takes part in electing the first, so the election
+  // costs a kernel one atomic per block rather than one per issuer.
+  if (threadIdx.x == 0 && atomicAdd(&args.counters->started, 1u) == 0) {
+    args.progress->begin_ns = start;
     __threadfence_system();
   }
-  uint64_t scheduled = GlobalTimerNs();
   if (args.accesses == 0) {
     SpinUntil(scheduled + args.compute_ns, 0);
   } else {
@@ -59,8 +73,13 @@ __global__ void ReplayProgramKernel(ReplayKernelArgs args, uint32_t zero) {
       scheduled = done > target + kStallNs ? done : target;
     }
   }
+  // The block's last issuer to finish counts the block; the last block
+  // stamps the end. Each fence makes this issuer's page writes visible
+  // before the count that the stamping issuer observes.
   __threadfence();
-  if (atomicAdd(&args.counters->finished, 1u) == args.workers - 1) {
+  if (atomicAdd(&block_finished, 1u) != block_workers - 1) return;
+  __threadfence();
+  if (atomicAdd(&args.counters->finished, 1u) == gridDim.x - 1) {
     args.progress->end_ns = GlobalTimerNs();
     __threadfence_system();
   }

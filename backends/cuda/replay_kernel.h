@@ -8,9 +8,11 @@
 // faulting issuer waits in the sim; reads wait for their data and writes
 // are read-modify-writes for the same reason.
 //
-// The first issuer to start stamps the kernel's begin, and the last to
-// finish its end, on the GPU's global timer into host-mapped memory: the
-// host learns of both without synchronising with the stream.
+// The first thread block to start stamps the kernel's begin (when its first
+// issuer started), and the last issuer to finish stamps its end, on the GPU's
+// global timer into host-mapped memory: the host learns of both without
+// synchronising with the stream. The issuers of a block count themselves in
+// shared memory, so the kernel's counters take one atomic per block.
 #ifndef UMLAB_BACKENDS_CUDA_REPLAY_KERNEL_H_
 #define UMLAB_BACKENDS_CUDA_REPLAY_KERNEL_H_
 
@@ -30,8 +32,8 @@ struct DeviceRange {
 // Device memory, zeroed before the launch; one per kernel.
 struct KernelCounters {
   unsigned long long cursor;  // the next access to take
-  unsigned int started;       // issuers that began
-  unsigned int finished;      // issuers that ended
+  unsigned int started;       // thread blocks that began
+  unsigned int finished;      // thread blocks whose issuers all ended
 };
 
 // Host-mapped pinned memory; 0 until the GPU stamps it.

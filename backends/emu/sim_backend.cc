@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "core/access_pace.h"
 #include "core/backend_registry.h"
 #include "core/kernel_assembler.h"
 
@@ -48,6 +49,11 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       engine.mutable_stats().launch_ns += device_.kernel_launch_ns;
       engine.OnProgramEvent(begin);
       if (absl::Status s = ExecuteKernel(begin.exec_id, begin.duration_ns); !s.ok()) return s;
+      // The grid winds down (its start-up is counted here too: nothing of
+      // the kernel's faults depends on where in the kernel it falls).
+      if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_grid_ns); !s.ok()) {
+        return s;
+      }
       engine.OnProgramEvent(assembler.kernel_end());
     }
     if (!error_.ok()) return error_;
@@ -70,11 +76,10 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   if (total == 0) return AdvanceIdle(clock_.now() + compute_ns);
 
   // One issuer per warp (DeviceConfig::warps_per_sm); they are the "SMs"
-  // below. Each spends compute * issuers / accesses per access, so the
-  // kernel takes exactly its compute time when nothing stalls.
-  const uint64_t sm_count = std::min<uint64_t>(device_.access_streams(), total);
-  const Picos per_access = static_cast<Picos>(
-      static_cast<__int128>(compute_ns) * kPicosPerNano * sm_count / total);
+  // below, paced as on every backend (core/access_pace.h).
+  const AccessPace pace = PaceOf(compute_ns, total, device_.access_streams());
+  const uint64_t sm_count = pace.issuers;
+  const Picos per_access = pace.step_ps;
   const Picos start = clock_.now() * kPicosPerNano;
   exec_id_ = exec_id;
   range_index_ = 0;

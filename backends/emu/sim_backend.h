@@ -2,8 +2,9 @@
 // deterministic virtual time.
 //
 // Within a kernel, `sms` simulated SMs take the kernel's page accesses in
-// program order from a shared cursor, each spending the kernel's compute
-// time spread evenly over its accesses. An access to an unmapped page puts
+// program order from a shared cursor, each computing for the same step
+// after every access (core/access_pace.h), and the grid then winds down
+// (DeviceConfig::kernel_grid_ns). An access to an unmapped page puts
 // an entry in the fault buffer and stalls that SM until a replay lets it
 // retry. Faults are serviced by the engine; transfers cross the modelled
 // PCIe link and overlap compute. Kernels run back to back on one stream.

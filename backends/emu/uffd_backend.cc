@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "core/access_pace.h"
 #include "core/backend_registry.h"
 #include "core/kernel_assembler.h"
 #include "core/sigint_guard.h"
@@ -421,10 +422,9 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
       verifier_.BeginWrite(slot * kPagesPerBlock + PageIndexInBlock(page), kernel_seq_);
     }
   }
-  const int sms = static_cast<int>(std::min<uint64_t>(options_.sms, total_accesses_));
-  // Each SM spends compute x sms / accesses per access, so the kernel takes
-  // its (dilated) compute time when nothing stalls, as on the sim.
-  per_access_ns_ = static_cast<double>(compute) * sms / static_cast<double>(total_accesses_);
+  // The SMs take the (dilated) compute as on every backend (core/access_pace.h).
+  const AccessPace pace = PaceOf(compute, total_accesses_, static_cast<uint64_t>(options_.sms));
+  per_access_ns_ = static_cast<double>(pace.step_ps) / 1000.0;
   cursor_.store(0);
   exec_id_.store(begin.exec_id);
   // All SMs start at one instant, as on the sim, however late their

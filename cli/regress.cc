@@ -271,7 +271,7 @@ absl::StatusOr<int> CheckRegressSuite(const std::string& path, const std::string
 }
 
 RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
-                               std::ostream& out) {
+                               std::ostream& out, ProgressLine* progress) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return {kExitUsage, absl::StrFormat("cannot read suite %s", path)};
   std::stringstream text;
@@ -316,7 +316,8 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
     request.policy = c.policy;
     request.backend = c.backend;
   }
-  std::vector<absl::StatusOr<RunResult>> runs = ExecuteRuns(std::move(requests), jobs);
+  std::vector<absl::StatusOr<RunResult>> runs = ExecuteRuns(std::move(requests), jobs, progress);
+  if (progress != nullptr) progress->Finish();
   for (size_t i = 0; i < cases->size(); ++i) {
     Case& c = (*cases)[i];
     absl::StatusOr<RunResult>& run = runs[i];

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/runner/progress.h"
 
 namespace umlab::cli {
 
@@ -47,9 +48,10 @@ struct RegressOutcome {
 absl::StatusOr<int> CheckRegressSuite(const std::string& path, const std::string& text);
 
 // Runs (and with `update`, rewrites) the suite at `path`, printing the table
-// to `out`. Up to `jobs` cases run at once (see ExecuteRuns).
+// to `out`. Up to `jobs` cases run at once (see ExecuteRuns), reporting to
+// `progress` when given; the line is finished before the table is printed.
 RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
-                               std::ostream& out);
+                               std::ostream& out, ProgressLine* progress = nullptr);
 
 }  // namespace umlab::cli
 

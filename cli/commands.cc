@@ -77,8 +77,8 @@ std::vector<OptionSpec> ProgramOptions() {
 
 OptionSpec QuietOption() {
   return {"quiet", "",
-          "no progress line (otherwise drawn on stderr when it is a terminal and the runs take "
-          "over 2 s)"};
+          "no progress line (otherwise drawn on stderr, when it is a terminal, once the runs "
+          "have taken 2 s)"};
 }
 
 std::vector<OptionSpec> MachineOptions() {

@@ -12,7 +12,7 @@
 #include <pybind11/stl.h>
 
 #include "absl/strings/ascii.h"
-#include "cli/catalog.h"
+#include "python/catalog.h"
 #include "cli/commands.h"
 #include "cli/json_contract.h"
 #include "cli/json_text.h"
@@ -94,10 +94,10 @@ PYBIND11_MODULE(_umlab, m) {
   m.def("json_command", &JsonCommand, py::arg("args"),
         "Runs `umlab ARGS...` (which must print JSON) and returns the document.");
   m.def("command", &RunCommand, py::arg("args"), "Runs `umlab ARGS...` and returns its stdout.");
-  m.def("policies", [] { return ToPython(cli::PolicyCatalog()); });
-  m.def("workloads", [] { return ToPython(cli::WorkloadCatalog()); });
-  m.def("devices", [] { return ToPython(cli::DeviceCatalog()); });
-  m.def("backends", [] { return ToPython(cli::BackendCatalog()); });
+  m.def("policies", [] { return ToPython(PolicyCatalog()); });
+  m.def("workloads", [] { return ToPython(WorkloadCatalog()); });
+  m.def("devices", [] { return ToPython(DeviceCatalog()); });
+  m.def("backends", [] { return ToPython(BackendCatalog()); });
   m.def("read_trace", &ReadTrace, py::arg("path"));
   m.def("event_kinds", &EventKindNames);
   m.attr("CONTRACT_VERSION") = cli::JsonContractVersion();

@@ -1,4 +1,4 @@
-#include "cli/catalog.h"
+#include "python/catalog.h"
 
 #include <string>
 #include <vector>
@@ -9,7 +9,9 @@
 #include "emu/device_presets.h"
 #include "workloads/workload.h"
 
-namespace umlab::cli {
+namespace umlab::python {
+
+using cli::Json;
 namespace {
 
 Json ParamsJson(const std::vector<ParamInfo>& params) {
@@ -56,4 +58,4 @@ Json DeviceCatalog() {
   return out;
 }
 
-}  // namespace umlab::cli
+}  // namespace umlab::python

@@ -12,10 +12,10 @@
 #include <pybind11/stl.h>
 
 #include "absl/strings/ascii.h"
-#include "python/catalog.h"
 #include "cli/commands.h"
 #include "cli/json_contract.h"
 #include "cli/json_text.h"
+#include "python/catalog.h"
 #include "python/error.h"
 #include "python/trace_arrays.h"
 
@@ -53,6 +53,7 @@ py::object ToPython(const Json& value) {
 // `umlab ARGS...` in-process; its stdout on success, umlab.Error with the
 // CLI's one-line message (as it would print it) on failure.
 std::string RunCommand(const std::vector<std::string>& args) {
+  if (args.empty()) throw Error("umlab: no command given; see 'umlab --help'");
   std::ostringstream out, err;
   int code = 0;
   {

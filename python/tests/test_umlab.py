@@ -84,6 +84,8 @@ def test_errors_raise_the_cli_one_line_message():
     with pytest.raises(TypeError, match="format"):
         umlab.run(format="csv")
     assert issubclass(umlab.Error, RuntimeError)
+    with pytest.raises(umlab.Error, match="no command given"):
+        umlab._umlab.command([])
 
 
 def test_read_trace_decodes_a_recording(tmp_path):

@@ -18,11 +18,19 @@ import statistics
 import sys
 
 DEEPUM_PAPER_SPEEDUP = 3.06
+# The JSON contract's major version this script reads (docs/json-contract.md).
+CONTRACT_MAJOR = 1
 
 
 def load(path):
     with open(path) as f:
-        return {run["policy"]: run for run in json.load(f)["runs"]}
+        document = json.load(f)
+    # A file without the field predates it: version 1.
+    version = document.get("contract_version", "1.0")
+    if int(str(version).split(".")[0]) > CONTRACT_MAJOR:
+        sys.exit(f"{path}: JSON contract version {version} is newer than this script reads "
+                 f"(up to {CONTRACT_MAJOR}.x); use the bench/ of the umlab that wrote it")
+    return {run["policy"]: run for run in document["runs"]}
 
 
 def error(predicted, measured):

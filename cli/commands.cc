@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/arguments.h"
 #include "cli/runner/experiment.h"
+#include "cli/runner/progress.h"
 #include "cli/import_g10.h"
 #include "cli/output_format.h"
 #include "cli/report.h"
@@ -39,6 +40,15 @@ struct Context {
   const Arguments& args;
   std::ostream& out;
   std::ostream& err;
+  int err_columns;  // 0: stderr is not a terminal
+
+  // The progress line of this command's runs (cli/runner/progress.h).
+  ProgressOptions Progress() const {
+    ProgressOptions options;
+    options.enabled = err_columns > 0 && !args.Has("quiet");
+    if (options.enabled) options.width = static_cast<size_t>(err_columns - 1);
+    return options;
+  }
 };
 
 using Handler = std::function<std::optional<Failure>(const Context&)>;
@@ -67,6 +77,12 @@ std::vector<OptionSpec> ProgramOptions() {
   };
 }
 
+OptionSpec QuietOption() {
+  return {"quiet", "",
+          "no progress line (otherwise drawn on stderr, when it is a terminal, once the runs "
+          "have taken 2 s)"};
+}
+
 std::vector<OptionSpec> MachineOptions() {
   return {
       {"backend", "SPEC", "where to run, with parameters: sim (see 'umlab backends')", "sim"},
@@ -83,6 +99,7 @@ std::vector<OptionSpec> MachineOptions() {
        "stretch modelled time by X on a real-time backend (uffd), so the host can keep up; "
        "reported times stay modelled (wall / X)"},
       {"verify", "", "check every byte read against the value written (uffd backend)"},
+      QuietOption(),
   };
 }
 
@@ -152,7 +169,6 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   if (!jobs.ok()) return Usage(jobs.status());
   setup.jobs = *jobs;
   setup.request.check_invariants = args.Has("check-invariants");
-  setup.request.show_progress = true;
   if (absl::Status backend = CheckBackendSpec(setup.request.backend); !backend.ok()) {
     return Usage(backend);
   }
@@ -195,8 +211,12 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
     requests.push_back(setup.request);
     requests.back().policy = spec;
   }
+  ProgressLine progress(ctx.err, ctx.Progress());
+  std::vector<absl::StatusOr<RunResult>> runs =
+      ExecuteRuns(std::move(requests), setup.jobs, &progress);
+  progress.Finish();  // gone before the report or an error is printed
   std::vector<RunResult> results;
-  for (absl::StatusOr<RunResult>& result : ExecuteRuns(std::move(requests), setup.jobs)) {
+  for (absl::StatusOr<RunResult>& result : runs) {
     if (!result.ok()) return RunFailed(result.status());
     results.push_back(*std::move(result));
   }
@@ -488,7 +508,7 @@ const std::vector<Command>& Commands() {
        "pass/fail with deltas; exits 1 on any regression. --update rewrites the bounds "
        "to the measured values.",
        std::vector<OptionSpec>{{"update", "", "rewrite every bound to the measured value"},
-                               JobsOption()},
+                               JobsOption(), QuietOption()},
        [](const Context& ctx) -> std::optional<Failure> {
          if (ctx.args.positional().size() != 1) {
            return Usage(absl::InvalidArgumentError(
@@ -496,8 +516,9 @@ const std::vector<Command>& Commands() {
          }
          absl::StatusOr<int> jobs = ParseJobs(ctx.args.GetOr("jobs", "0"));
          if (!jobs.ok()) return Usage(jobs.status());
-         const RegressOutcome outcome = RunRegressSuite(ctx.args.positional()[0],
-                                                        ctx.args.Has("update"), *jobs, ctx.out);
+         ProgressLine progress(ctx.err, ctx.Progress());
+         const RegressOutcome outcome = RunRegressSuite(
+             ctx.args.positional()[0], ctx.args.Has("update"), *jobs, ctx.out, &progress);
          if (outcome.exit_code == kExitOk) return std::nullopt;
          return Failure{outcome.exit_code, outcome.message};
        }},
@@ -564,7 +585,8 @@ std::string CommandHelp(const Command& command) {
 
 }  // namespace
 
-int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+         int err_columns) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (args.size() >= 2 && args[0] == "help") {
       for (const Command& command : Commands()) {
@@ -609,7 +631,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
         << "'; see 'umlab " << command->name << " --help'\n";
     return kExitUsage;
   }
-  std::optional<Failure> failure = command->handler(Context{*parsed, out, err});
+  std::optional<Failure> failure = command->handler(Context{*parsed, out, err, err_columns});
   if (failure.has_value()) {
     err << "umlab " << command->name << ": " << failure->message << "\n";
     return failure->code;

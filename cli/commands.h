@@ -10,8 +10,12 @@
 
 namespace umlab::cli {
 
-// Runs `umlab ARGS...` (args exclude the program name).
-int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Runs `umlab ARGS...` (args exclude the program name). `err_columns` is the
+// width of the terminal `err` writes to, 0 when it is not a terminal (main()
+// asks the terminal); a long run draws a progress line on `err` only when
+// it is one.
+int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+         int err_columns = 0);
 
 }  // namespace umlab::cli
 

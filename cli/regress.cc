@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/file_text.h"
 #include "cli/exit_codes.h"
+#include "cli/json_contract.h"
 #include "cli/json_text.h"
 #include "cli/runner/experiment.h"
 #include "cli/report.h"
@@ -211,6 +212,10 @@ absl::StatusOr<std::vector<Case>> ParseSuiteText(const std::string& path,
   // No exceptions cross into our code: a parse error yields a discarded value.
   suite = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (suite.is_discarded()) return SuiteError(path, "not valid JSON");
+  if (absl::Status version = CheckJsonContractVersion(suite, absl::StrCat("suite ", path));
+      !version.ok()) {
+    return version;
+  }
   return ParseSuite(path, suite);
 }
 
@@ -252,7 +257,7 @@ absl::StatusOr<int> CheckRegressSuite(const std::string& path, const std::string
 }
 
 RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
-                               std::ostream& out) {
+                               std::ostream& out, ProgressLine* progress) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return {kExitUsage, absl::StrFormat("cannot read suite %s", path)};
   std::stringstream text;
@@ -297,7 +302,8 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
     request.policy = c.policy;
     request.backend = c.backend;
   }
-  std::vector<absl::StatusOr<RunResult>> runs = ExecuteRuns(std::move(requests), jobs);
+  std::vector<absl::StatusOr<RunResult>> runs = ExecuteRuns(std::move(requests), jobs, progress);
+  if (progress != nullptr) progress->Finish();
   for (size_t i = 0; i < cases->size(); ++i) {
     Case& c = (*cases)[i];
     absl::StatusOr<RunResult>& run = runs[i];
@@ -359,7 +365,13 @@ RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
       return {kExitFailure, absl::StrFormat("%d case(s) failed to run; %s not rewritten:\n  %s",
                                             runs_failed, path, absl::StrJoin(regressions, "\n  "))};
     }
-    const std::string rewritten = JsonText(suite, /*indent=*/2) + "\n";
+    // The rewritten suite is written by this umlab: it carries this contract
+    // version, first, whatever (older) version it had.
+    Json versioned = VersionedJsonObject();
+    for (const auto& [key, value] : suite.items()) {
+      if (key != kJsonContractKey) versioned[key] = value;
+    }
+    const std::string rewritten = JsonText(versioned, /*indent=*/2) + "\n";
     if (absl::Status status = WriteFileAtomically(path, rewritten); !status.ok()) {
       return {kExitFailure, std::string(status.message())};
     }

@@ -3,6 +3,7 @@
 // backend) with expectations stated as upper bounds and tolerances:
 //
 //   {
+//     "contract_version": "1.0",               // optional (cli/json_contract.h)
 //     "tolerance": 0.02,                       // default for every bound
 //     "defaults": {"device": "v100-pcie3", "capacity": "0.5", "backend": "sim"},
 //     "cases": [
@@ -17,7 +18,9 @@
 // one row per bound with the delta against `max`, and exits 1 if any bound is
 // exceeded or a case fails to run, 2 if the suite itself is unusable.
 // `--update` runs every case and rewrites each `max` to the measured value
-// (a case without `expect` gets the default metrics); tolerances are kept.
+// (a case without `expect` gets the default metrics); tolerances are kept,
+// and the file then carries this umlab's "contract_version". A suite of a
+// newer major version is refused (exit 2).
 #ifndef UMLAB_CLI_REGRESS_H_
 #define UMLAB_CLI_REGRESS_H_
 
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/runner/progress.h"
 
 namespace umlab::cli {
 
@@ -44,9 +48,10 @@ struct RegressOutcome {
 absl::StatusOr<int> CheckRegressSuite(const std::string& path, const std::string& text);
 
 // Runs (and with `update`, rewrites) the suite at `path`, printing the table
-// to `out`. Up to `jobs` cases run at once (see ExecuteRuns).
+// to `out`. Up to `jobs` cases run at once (see ExecuteRuns), reporting to
+// `progress` when given; the line is finished before the table is printed.
 RegressOutcome RunRegressSuite(const std::string& path, bool update, int jobs,
-                               std::ostream& out);
+                               std::ostream& out, ProgressLine* progress = nullptr);
 
 }  // namespace umlab::cli
 

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "cli/json_contract.h"
 
 namespace umlab::cli {
 namespace {
@@ -12,30 +12,6 @@ namespace {
 absl::Status Bad(const std::string& source, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s: %s; pass the output of 'umlab run|replay|compare --format=json'", source, what));
-}
-
-// The contract's version, if the document gives one: an integer or a
-// "MAJOR.MINOR" string.
-absl::Status CheckVersion(const Json& document, const std::string& source) {
-  if (!document.contains("version")) return absl::OkStatus();
-  const Json& version = document["version"];
-  int major = 0;
-  if (version.is_number_integer()) {
-    major = version.get<int>();
-  } else if (version.is_string()) {
-    const std::string text = version.get<std::string>();
-    if (!absl::SimpleAtoi(text.substr(0, text.find('.')), &major)) {
-      return Bad(source, absl::StrFormat("unreadable JSON contract version \"%s\"", text));
-    }
-  } else {
-    return Bad(source, "the JSON contract version is neither a number nor a string");
-  }
-  if (major > kReportedContractMajor) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: JSON contract version %d is newer than this umlab reads (up to %d); upgrade umlab",
-        source, major, kReportedContractMajor));
-  }
-  return absl::OkStatus();
 }
 
 // Every key the report draws, with its type. Optional keys (`series`) are
@@ -106,7 +82,9 @@ absl::StatusOr<std::vector<ReportRun>> ParseReportRuns(const std::string& text,
   if (!document.is_object() || !document.contains("runs") || !document["runs"].is_array()) {
     return Bad(source, "no \"runs\" list");
   }
-  if (absl::Status version = CheckVersion(document, source); !version.ok()) return version;
+  if (absl::Status version = CheckJsonContractVersion(document, source); !version.ok()) {
+    return version;
+  }
   if (document["runs"].empty()) return Bad(source, "the \"runs\" list is empty");
   std::vector<ReportRun> runs;
   for (size_t i = 0; i < document["runs"].size(); ++i) {

@@ -14,10 +14,6 @@
 
 namespace umlab::cli {
 
-// The newest major version of the JSON contract this umlab reads. A
-// document without a version is from before versions were written: 1.
-inline constexpr int kReportedContractMajor = 1;
-
 // One run object of the contract, checked to hold the keys the report
 // draws with the types they must have.
 struct ReportRun {
@@ -25,8 +21,9 @@ struct ReportRun {
   Json json;           // the run object as read
 };
 
-// Parses one document (`{"runs":[...]}`) of `text`, read from `source`.
-// Errors are one line, naming `source`.
+// Parses one document (`{"contract_version":"1.0","runs":[...]}`) of
+// `text`, read from `source`; a newer major contract version is refused
+// (CheckJsonContractVersion). Errors are one line, naming `source`.
 absl::StatusOr<std::vector<ReportRun>> ParseReportRuns(const std::string& text,
                                                         const std::string& source);
 

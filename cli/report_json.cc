@@ -1,6 +1,8 @@
 // --format=json for runs: docs/json-contract.md.
 #include <variant>
 
+#include "absl/strings/str_cat.h"
+#include "cli/json_contract.h"
 #include "cli/report.h"
 
 namespace umlab::cli {
@@ -61,7 +63,8 @@ Json RunJson(const RunResult& run) {
 
 std::string RunsJson(const Runs& runs) {
   // One run per line: a diff or a grep of two outputs lines up run by run.
-  std::string out = "{\"runs\":[";
+  std::string out = absl::StrCat("{\"", kJsonContractKey, "\":", JsonText(JsonContractVersion()),
+                                 ",\"runs\":[");
   for (size_t r = 0; r < runs.size(); ++r) {
     out += r == 0 ? "\n  " : ",\n  ";
     out += JsonText(RunJson(runs[r]));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/exit_codes.h"
 #include "cli/file_text.h"
+#include "cli/json_contract.h"
 #include "cli/json_text.h"
 #include "cli/report.h"
 
@@ -52,6 +53,11 @@ CaseResult Collect(const fs::path& cases, const Json& entry) {
                         result.document["runs"][0].is_object();
     result.status = usable ? Status::kOk : Status::kFailed;
     if (!usable) result.error = absl::StrCat(stem, ".json is not one run of umlab's JSON");
+    if (absl::Status version = CheckJsonContractVersion(result.document, stem + ".json");
+        usable && !version.ok()) {
+      result.status = Status::kFailed;
+      result.error = std::string(version.message());
+    }
   } else if (absl::StatusOr<std::string> err = ReadFileText(stem + ".err"); err.ok()) {
     result.status = Status::kFailed;
     result.error = LastLine(*err);

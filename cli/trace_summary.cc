@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "cli/json_contract.h"
 #include "cli/json_text.h"
 #include "core/byte_size.h"
 #include "core/trace_reader.h"
@@ -69,17 +70,18 @@ std::string TraceSummaryJson(const TraceSummary& s) {
   for (const auto& [key, value] : s.metadata) metadata[key] = value;
   Json events = Json::object();
   for (const auto& [kind, count] : s.events) events[kind] = count;
-  const Json out = {{"file", s.file},
-                    {"version", s.version},
-                    {"metadata", metadata},
-                    {"events", events},
-                    {"iterations", s.iterations},
-                    {"kernels", s.kernels},
-                    {"distinct_kernels", s.distinct_kernels},
-                    {"page_accesses", s.page_accesses},
-                    {"faults", s.faults},
-                    {"migrated_bytes", s.migrated_bytes},
-                    {"written_back_bytes", s.written_back_bytes}};
+  Json out = VersionedJsonObject();
+  out.update(Json{{"file", s.file},
+                  {"version", s.version},
+                  {"metadata", metadata},
+                  {"events", events},
+                  {"iterations", s.iterations},
+                  {"kernels", s.kernels},
+                  {"distinct_kernels", s.distinct_kernels},
+                  {"page_accesses", s.page_accesses},
+                  {"faults", s.faults},
+                  {"migrated_bytes", s.migrated_bytes},
+                  {"written_back_bytes", s.written_back_bytes}});
   return JsonText(out) + "\n";
 }
 

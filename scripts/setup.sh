@@ -13,6 +13,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git parallel
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   liburing-dev libzstd-dev nlohmann-json3-dev
+  # The Python module (python/) and its tests; the build skips them without these.
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
 )
 case "${1:-}" in
   "") ;;

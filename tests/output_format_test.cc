@@ -1,4 +1,5 @@
-// Output formats: the one JSON writer (escaping, numbers, policy_stats), CSV
+// Output formats: the one JSON writer (escaping, numbers, policy_stats), the
+// JSON contract's version (written first everywhere, checked by readers), CSV
 // quoting, the one text-table renderer, and --format checked against the
 // formats each command's report supports.
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/json_contract.h"
 #include "cli/report.h"
 #include "cli/text_table.h"
 #include "nlohmann/json.hpp"
@@ -118,11 +120,53 @@ TEST(OutputFormatTest, InspectJsonEscapesThePath) {
   ASSERT_EQ(Umlab(record).code, kExitOk);
   const Outcome json = Umlab({"inspect", trace, "--format=json"});
   ASSERT_EQ(json.code, kExitOk) << json.err;
-  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  const Json parsed = Json::parse(json.out);
   EXPECT_EQ(parsed["file"], trace);
   EXPECT_EQ(parsed["iterations"], 3);
   EXPECT_GT(parsed["events"]["fault"].get<uint64_t>(), 0u);
+  // The contract's version first; `version` stays the .umt format's.
+  EXPECT_EQ(parsed.begin().key(), kJsonContractKey);
+  EXPECT_EQ(parsed[kJsonContractKey], JsonContractVersion());
+  EXPECT_EQ(parsed["version"], 1);
   std::remove(trace.c_str());
+}
+
+TEST(OutputFormatTest, RunsCarryTheContractVersionFirst) {
+  EXPECT_EQ(JsonContractVersion(),
+            std::to_string(kJsonContractMajor) + "." + std::to_string(kJsonContractMinor));
+  const Json runs = Json::parse(RunsJson({NamedRun("demand")}));
+  EXPECT_EQ(runs.begin().key(), kJsonContractKey);
+  EXPECT_EQ(runs[kJsonContractKey], JsonContractVersion());
+  EXPECT_TRUE(CheckJsonContractVersion(runs, "the output").ok());
+  EXPECT_EQ(VersionedJsonObject().begin().key(), kJsonContractKey);
+}
+
+TEST(OutputFormatTest, ReadersTakeOlderUnversionedAndNewerMinorContracts) {
+  for (const std::string& version :
+       {std::string("0.3"), JsonContractVersion(),
+        std::to_string(kJsonContractMajor) + "." + std::to_string(kJsonContractMinor + 7)}) {
+    const Json document = {{kJsonContractKey, version}, {"runs", Json::array()}};
+    EXPECT_TRUE(CheckJsonContractVersion(document, "f.json").ok()) << version;
+  }
+  EXPECT_TRUE(CheckJsonContractVersion(Json{{"runs", Json::array()}}, "f.json").ok());
+}
+
+TEST(OutputFormatTest, ReadersRefuseANewerMajorContractInOneLine) {
+  const std::string newer = std::to_string(kJsonContractMajor + 1) + ".0";
+  const absl::Status status =
+      CheckJsonContractVersion(Json{{kJsonContractKey, newer}}, "runs.json");
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            "runs.json: JSON contract version " + newer +
+                " is newer than this umlab reads (up to " + std::to_string(kJsonContractMajor) +
+                ".x); upgrade umlab to read it");
+  for (const Json& malformed : {Json("1"), Json("1.0.0"), Json("one.zero"), Json("-1.0"),
+                                Json(1.0), Json(nullptr)}) {
+    const absl::Status error =
+        CheckJsonContractVersion(Json{{kJsonContractKey, malformed}}, "runs.json");
+    EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument) << malformed.dump();
+    EXPECT_THAT(error.message(), HasSubstr("not a string \"MAJOR.MINOR\"")) << malformed.dump();
+  }
 }
 
 TEST(OutputFormatTest, PoliciesReportTheirFinalStatsInJsonAndTable) {

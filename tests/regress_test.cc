@@ -1,6 +1,7 @@
 // `umlab regress` on small suites written by the test: a deliberately worse
 // policy fails with a readable diff, --update rewrites the bounds, and a
 // broken suite is a usage error.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -16,6 +17,7 @@ namespace umlab::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A short mlp (two iterations) keeps each case well under a second, even
 // under sanitizers.
@@ -133,6 +135,30 @@ TEST(RegressTest, ParallelCasesReportLikeSequentialOnesInSuiteOrder) {
   EXPECT_EQ(parallel.code, kExitOk) << parallel.out << parallel.err;
   EXPECT_EQ(parallel.out, sequential.out);
   EXPECT_LT(parallel.out.find("first"), parallel.out.find("second"));
+}
+
+TEST(RegressTest, UpdateWritesTheContractVersionFirst) {
+  // A tiny mlp (a 4 MiB footprint): this is about the file, not the run.
+  const std::string path = TempPath("versioned.json");
+  WriteFile(path, R"({"tolerance": 0.02, "contract_version": "1.0", "cases": [
+    {"name": "tiny", "workload": "mlp", "policy": "demand",
+     "workload_args": ["layers=2,hidden=256,batch=64,iterations=2"]}]})");
+  ASSERT_EQ(Regress(path, /*update=*/true).code, kExitOk);
+  const std::string rewritten = ReadFile(path);
+  EXPECT_EQ(rewritten.rfind("{\n  \"contract_version\": \"1.0\",\n  \"tolerance\"", 0), 0u)
+      << rewritten;
+  EXPECT_EQ(Regress(path).code, kExitOk);
+}
+
+TEST(RegressTest, ASuiteOfANewerMajorVersionIsRefusedInOneLine) {
+  const std::string path = TempPath("newer.json");
+  WriteFile(path, std::string(R"({"contract_version": "2.0", "cases": [{)") + kSmallMlp +
+                      R"(, "policy": "demand"}]})");
+  const Result result = Regress(path);
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("JSON contract version 2.0 is newer than this umlab reads"));
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_THAT(result.out, Not(HasSubstr("small")));  // nothing ran
 }
 
 TEST(RegressTest, BrokenSuitesAreUsageErrors) {

@@ -137,8 +137,10 @@ TEST(ReportTest, BadInputIsAOneLineErrorAndNoPage) {
       {"noruns.json", "{\"other\": 1}", "no \"runs\" list"},
       {"empty.json", "{\"runs\": []}", "empty"},
       {"partial.json", "{\"runs\": [{\"policy\": \"demand\"}]}", "has no string \"backend\""},
-      {"newer.json", "{\"version\": \"2.0\", \"runs\": []}", "newer than this umlab reads"},
-      {"newer_int.json", "{\"version\": 3, \"runs\": []}", "newer than this umlab reads"},
+      {"newer.json", "{\"contract_version\": \"2.0\", \"runs\": []}",
+       "newer than this umlab reads"},
+      {"newer_minor.json", "{\"contract_version\": \"3.1\", \"runs\": []}",
+       "newer than this umlab reads"},
   };
   for (const Case& c : cases) {
     const std::string path = dir + c.name;

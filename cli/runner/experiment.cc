@@ -1,16 +1,13 @@
 #include "cli/runner/experiment.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -39,43 +36,32 @@ class TraceRecorder final : public EventSink {
   absl::Status status_;
 };
 
-// Shows how far a long run has come, on stderr, only when it is a terminal
-// and the run has taken more than a second.
+// Tells the progress line how far one run has come: events consumed and the
+// iteration they are in. Reports every few thousand events, so the line's
+// lock and clock cost nothing next to the run.
 class ProgressSource final : public EventSource {
  public:
-  ProgressSource(EventSource& inner, std::string label, uint64_t total_events)
-      : inner_(inner), label_(std::move(label)), total_(total_events),
-        start_(std::chrono::steady_clock::now()), last_(start_) {}
-  ~ProgressSource() override {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", 72, "");
-  }
+  ProgressSource(EventSource& inner, ProgressLine& line, size_t run)
+      : inner_(inner), line_(line), run_(run) {}
   bool Next(Event& event) override {
     const bool more = inner_.Next(event);
-    if ((++seen_ & 0x3fff) == 0) Show();
+    if (more && event.kind == EventKind::kIterationBegin) ++iteration_;
+    if ((++seen_ & 0xfff) == 0) line_.Update(run_, seen_, iteration_);
     return more;
   }
   absl::Status status() const override { return inner_.status(); }
 
  private:
-  void Show() {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(200)) {
-      return;
-    }
-    last_ = now;
-    shown_ = true;
-    const double percent = total_ == 0 ? 0 : 100.0 * static_cast<double>(seen_) / total_;
-    std::fprintf(stderr, "\rumlab: %s %5.1f%%", label_.c_str(), percent);
-    std::fflush(stderr);
-  }
-
   EventSource& inner_;
-  std::string label_;
-  uint64_t total_;
+  ProgressLine& line_;
+  const size_t run_;
   uint64_t seen_ = 0;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point start_, last_;
+  uint64_t iteration_ = 0;  // iteration markers seen: the current one, from 1
 };
+
+// ExecuteRun, reporting to `line` (when given and enabled) as its run `run`.
+absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
+                                                    ProgressLine* line, size_t run);
 
 }  // namespace
 
@@ -191,6 +177,13 @@ std::vector<std::string> SplitPolicyList(const std::string& text) {
 }
 
 absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
+  return ExecuteRunShowingProgress(request, nullptr, 0);
+}
+
+namespace {
+
+absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
+                                                    ProgressLine* line, size_t run) {
   const ProgramInput& program = *request.program;
   absl::StatusOr<std::unique_ptr<Policy>> policy = Policies().Create(request.policy);
   if (!policy.ok()) return policy.status();
@@ -254,13 +247,11 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   if (!source.ok()) return source.status();
   EventSource* input = source->get();
   std::unique_ptr<ProgressSource> progress;
-  if (request.show_progress && isatty(STDERR_FILENO)) {
-    progress = std::make_unique<ProgressSource>(**source, request.policy,
-                                                program.summary().events);
+  if (line != nullptr && line->enabled()) {
+    progress = std::make_unique<ProgressSource>(**source, *line, run);
     input = progress.get();
   }
   absl::Status status = (*backend)->Run(*input, engine, recorder.get());
-  progress.reset();
   if (status.ok() && request.check_invariants) status = engine.CheckInvariants();
   if (status.ok() && request.check_invariants) status = (*backend)->CheckConsistency(engine);
   if (!status.ok()) {
@@ -281,8 +272,10 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request) {
   return result;
 }
 
+}  // namespace
+
 std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests,
-                                                    int jobs) {
+                                                    int jobs, ProgressLine* progress) {
   // Parallel only when every run's backend says its runs may share the
   // process; an unknown backend runs alone and fails in ExecuteRun.
   const bool all_parallel =
@@ -294,19 +287,29 @@ std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> reque
   const size_t threads = all_parallel ? std::min<size_t>(jobs, requests.size()) : 1;
   std::vector<absl::StatusOr<RunResult>> results(requests.size(),
                                                  absl::UnknownError("not run"));
+  // One progress line for all the runs, declared before any starts.
+  std::vector<size_t> progress_runs;
+  for (const RunRequest& request : requests) {
+    if (progress == nullptr) break;
+    const ProgramSummary& summary = request.program->summary();
+    progress_runs.push_back(
+        progress->AddRun(absl::StrCat(request.policy, " on ", request.program->label()),
+                         summary.events, summary.iterations));
+  }
+  const auto execute = [&](size_t i) {
+    const size_t run = progress == nullptr ? 0 : progress_runs[i];
+    results[i] = ExecuteRunShowingProgress(requests[i], progress, run);
+    if (progress != nullptr) progress->RunDone(run);
+  };
   if (threads <= 1) {
-    for (size_t i = 0; i < requests.size(); ++i) results[i] = ExecuteRun(requests[i]);
+    for (size_t i = 0; i < requests.size(); ++i) execute(i);
     return results;
   }
-  // Progress lines from several runs would overwrite each other.
-  for (RunRequest& request : requests) request.show_progress = false;
   std::atomic<size_t> next{0};
   std::vector<std::thread> workers;
   for (size_t t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
-      for (size_t i = next++; i < requests.size(); i = next++) {
-        results[i] = ExecuteRun(requests[i]);
-      }
+      for (size_t i = next++; i < requests.size(); i = next++) execute(i);
     });
   }
   for (std::thread& worker : workers) worker.join();

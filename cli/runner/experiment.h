@@ -17,6 +17,7 @@
 #include "core/run_series.h"
 #include "core/run_stats.h"
 #include "core/timeline_recorder.h"
+#include "cli/runner/progress.h"
 #include "emu/device_presets.h"
 #include "workloads/workload.h"
 
@@ -70,7 +71,6 @@ struct RunRequest {
   std::string backend = "sim";
   ReplayPolicy replay = ReplayPolicy::kBatch;
   bool check_invariants = false;
-  bool show_progress = false;
   std::string record_path;  // write a .umt trace of the run here if set
   bool record_series = false;    // fill RunResult::series (the JSON's `series`)
   bool record_timeline = false;  // fill RunResult::timeline
@@ -103,8 +103,10 @@ absl::StatusOr<RunResult> ExecuteRun(const RunRequest& request);
 // are pure functions of their inputs), up to `jobs` run at once on their own
 // threads, with results identical to running them one by one; otherwise
 // (the machine's real resources: fault-handling threads, the GPU) they run
-// one at a time. jobs <= 0: one per core.
-std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests, int jobs);
+// one at a time. jobs <= 0: one per core. With `progress`, each request is
+// declared to it as a run and reports how far it has come.
+std::vector<absl::StatusOr<RunResult>> ExecuteRuns(std::vector<RunRequest> requests, int jobs,
+                                                    ProgressLine* progress = nullptr);
 
 // --jobs: a whole number >= 0 (0: one per core).
 absl::StatusOr<int> ParseJobs(const std::string& text);

@@ -18,7 +18,7 @@ done
 cp bench/cuda_matrix.sh bench/fidelity.sh "$out/"
 for binary in "$out"/umlab "$out"/cuda_backend_test; do
   ldd "$binary" | awk '/=> \// {print $3}' |
-    grep -E 'libabsl|libzstd|liburing|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"
+    grep -E 'libabsl|libzstd|liburing|libyaml-cpp|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"
 done
 # .gitignore ignores .device/, so it never shows as untracked.
 du -sh "$out"

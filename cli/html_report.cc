@@ -30,13 +30,17 @@ std::vector<double> Values(const Json& list, double scale = 1) {
 
 bool HasSeries(const Json& run) { return run.contains("series"); }
 
-// 9,345,555.
+// 9,345,555. Built by appending rather than by inserting commas: GCC 12 at
+// -O3 reports a false -Wrestrict inside std::string::insert.
 std::string Count(double value) {
-  std::string digits = absl::StrFormat("%.0f", value);
-  for (int at = static_cast<int>(digits.size()) - 3; at > 0 && digits[at - 1] != '-'; at -= 3) {
-    digits.insert(static_cast<size_t>(at), ",");
+  const std::string digits = absl::StrFormat("%.0f", value);
+  const size_t sign = !digits.empty() && digits[0] == '-' ? 1 : 0;
+  std::string out = digits.substr(0, sign);
+  for (size_t i = sign; i < digits.size(); ++i) {
+    if (i > sign && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
   }
-  return digits;
+  return out;
 }
 
 std::string Percent(double part, double whole) {

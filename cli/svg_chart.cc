@@ -167,7 +167,9 @@ std::string ShortBytes(double bytes) {
     bytes /= 1000;
     ++unit;
   }
-  return absl::StrFormat(unit == 0 ? "%.0f %s" : "%.3g %s", bytes, kUnits[unit]);
+  // Two calls: clang checks a format string only when it is a constant.
+  if (unit == 0) return absl::StrFormat("%.0f %s", bytes, kUnits[unit]);
+  return absl::StrFormat("%.3g %s", bytes, kUnits[unit]);
 }
 
 std::string ShortTime(double ns) {

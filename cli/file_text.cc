@@ -16,22 +16,35 @@ absl::StatusOr<std::string> ReadFileText(const std::string& path) {
   return text.str();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+AtomicWriteFailure StreamFileAtomically(const std::string& path,
+                                        const std::function<void(std::ostream&)>& write) {
   const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file << text;
-    file.flush();
-    if (!file) {
-      std::remove(temporary.c_str());
-      return absl::UnavailableError(absl::StrFormat("cannot write %s", temporary));
-    }
+  std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+  if (!file) return AtomicWriteFailure::kOpen;
+  write(file);
+  file.close();
+  if (!file) {
+    std::remove(temporary.c_str());
+    return AtomicWriteFailure::kWrite;
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());
-    return absl::UnavailableError(absl::StrFormat("cannot replace %s", path));
+    return AtomicWriteFailure::kRename;
   }
-  return absl::OkStatus();
+  return AtomicWriteFailure::kNone;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  switch (StreamFileAtomically(path, [&](std::ostream& out) { out << text; })) {
+    case AtomicWriteFailure::kNone:
+      return absl::OkStatus();
+    case AtomicWriteFailure::kOpen:
+    case AtomicWriteFailure::kWrite:
+      return absl::UnavailableError(absl::StrFormat("cannot write %s.tmp", path));
+    case AtomicWriteFailure::kRename:
+      break;
+  }
+  return absl::UnavailableError(absl::StrFormat("cannot replace %s", path));
 }
 
 }  // namespace umlab::cli

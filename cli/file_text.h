@@ -5,6 +5,8 @@
 #ifndef UMLAB_CLI_FILE_TEXT_H_
 #define UMLAB_CLI_FILE_TEXT_H_
 
+#include <functional>
+#include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,6 +18,13 @@ namespace umlab::cli {
 absl::StatusOr<std::string> ReadFileText(const std::string& path);
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
+
+// The same for text that `write` streams out (a timeline can be tens of MB,
+// better not held whole). Says which step failed, so that each command can
+// word its own error; errno still holds the cause of kOpen.
+enum class AtomicWriteFailure { kNone, kOpen, kWrite, kRename };
+AtomicWriteFailure StreamFileAtomically(const std::string& path,
+                                        const std::function<void(std::ostream&)>& write);
 
 }  // namespace umlab::cli
 

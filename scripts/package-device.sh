@@ -16,7 +16,11 @@ for binary in cli/umlab tests/cuda_backend_test backends/cuda/umlab_cuda_calibra
   strip "$out/$(basename "$binary")"
 done
 cp bench/cuda_matrix.sh bench/fidelity.sh "$out/"
-for binary in "$out"/umlab "$out"/cuda_backend_test; do
+# The PyTorch launcher and its native library (PYTHONPATH=.device/python).
+mkdir -p "$out/python"
+cp -r "$build/python/umlab_torch" "$out/python/"
+strip "$out/python/umlab_torch/libumlab_torch.so"
+for binary in "$out"/umlab "$out"/cuda_backend_test "$out/python/umlab_torch/libumlab_torch.so"; do
   ldd "$binary" | awk '/=> \// {print $3}' |
     grep -E 'libabsl|libzstd|liburing|libyaml-cpp|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"
 done

@@ -1,0 +1,176 @@
+#include "backends/cuda/torch/launch_observer.h"
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "core/execution_id.h"
+
+namespace umlab::cuda {
+namespace {
+
+// CUPTI calls back into a plain function; its state lives here.
+struct ObserverState {
+  std::mutex mutex;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  ExecutionIdTable table;
+  // Each kernel's parameter sizes, asked of the driver once.
+  absl::flat_hash_map<CUfunction, std::vector<size_t>> layouts;
+  std::vector<uint32_t> sequence;
+  LaunchCounts counts;
+  std::vector<uint8_t> scratch;
+};
+ObserverState* state = nullptr;
+
+// Sizes of `function`'s parameters, or an empty list where the driver cannot
+// say (CUDA before 12.4). The runtime launches through context-independent
+// kernels (CUkernel) passed where a CUfunction goes, which
+// cuFuncGetParamInfo rejects: those are asked of cuKernelGetParamInfo (run
+// 14: every runtime launch of a PyTorch training was one).
+const std::vector<size_t>& LayoutOf(CUfunction function) {
+  auto [it, inserted] = state->layouts.try_emplace(function);
+  if (inserted) {
+    for (size_t index = 0;; ++index) {
+      size_t offset = 0, size = 0;
+      if (cuFuncGetParamInfo(function, index, &offset, &size) != CUDA_SUCCESS &&
+          cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), index, &offset, &size) !=
+              CUDA_SUCCESS) {
+        break;
+      }
+      it->second.push_back(size);
+    }
+  }
+  return it->second;
+}
+
+// The argument bytes of one launch, from kernelParams (one pointer per
+// parameter) or from the packed buffer of `extra`.
+absl::Span<const uint8_t> ArgumentBytes(CUfunction function, void** params, void** extra) {
+  std::vector<uint8_t>& bytes = state->scratch;
+  bytes.clear();
+  if (params != nullptr) {
+    const std::vector<size_t>& sizes = LayoutOf(function);
+    if (sizes.empty()) ++state->counts.unsized_launches;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const auto* value = static_cast<const uint8_t*>(params[i]);
+      bytes.insert(bytes.end(), value, value + sizes[i]);
+    }
+  } else if (extra != nullptr) {
+    const void* buffer = nullptr;
+    size_t size = 0;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<size_t*>(extra[i + 1]);
+    }
+    if (buffer != nullptr) {
+      const auto* begin = static_cast<const uint8_t*>(buffer);
+      bytes.assign(begin, begin + size);
+    }
+  }
+  return bytes;
+}
+
+void Observe(const char* name, CUfunction function, const std::array<uint32_t, 3>& grid,
+             const std::array<uint32_t, 3>& block, uint32_t shared, void** params,
+             void** extra) {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  KernelLaunch launch;
+  launch.kernel_name = name == nullptr ? "" : name;
+  launch.grid = grid;
+  launch.block = block;
+  launch.shared_bytes = shared;
+  launch.argument_bytes = ArgumentBytes(function, params, extra);
+  state->sequence.push_back(state->table.IdOf(launch));
+  ++state->counts.launches;
+}
+
+void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                         const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_ENTER) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    ++state->counts.runtime_launches;
+    return;
+  }
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernel_params*>(info->functionParams);
+      Observe(info->symbolName, p->f, {p->gridDimX, p->gridDimY, p->gridDimZ},
+              {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes, p->kernelParams,
+              p->extra);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernelEx_params*>(info->functionParams);
+      const CUlaunchConfig& c = *p->config;
+      Observe(info->symbolName, p->f, {c.gridDimX, c.gridDimY, c.gridDimZ},
+              {c.blockDimX, c.blockDimY, c.blockDimZ}, c.sharedMemBytes, p->kernelParams,
+              p->extra);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+absl::Status Check(CUptiResult result, const char* what) {
+  if (result == CUPTI_SUCCESS) return absl::OkStatus();
+  const char* message = nullptr;
+  cuptiGetResultString(result, &message);
+  return absl::InternalError(absl::StrFormat("%s failed: %s", what, message ? message : "?"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LaunchObserver>> LaunchObserver::Start() {
+  if (state != nullptr) return absl::FailedPreconditionError("a launch observer already runs");
+  state = new ObserverState();
+  std::unique_ptr<LaunchObserver> observer(new LaunchObserver());
+  absl::Status status = Check(cuptiSubscribe(&state->subscriber, OnCallback, nullptr),
+                              "cuptiSubscribe (is a profiler attached?)");
+  const CUpti_CallbackId driver_ids[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz};
+  for (CUpti_CallbackId id : driver_ids) {
+    if (!status.ok()) break;
+    status = Check(cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+                   "cuptiEnableCallback");
+  }
+  const CUpti_CallbackId runtime_ids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060};
+  for (CUpti_CallbackId id : runtime_ids) {
+    if (!status.ok()) break;
+    status = Check(cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id),
+                   "cuptiEnableCallback");
+  }
+  if (!status.ok()) return status;  // the destructor unsubscribes
+  return observer;
+}
+
+LaunchObserver::~LaunchObserver() {
+  if (state == nullptr) return;
+  if (state->subscriber != nullptr) cuptiUnsubscribe(state->subscriber);
+  delete state;
+  state = nullptr;
+}
+
+LaunchCounts LaunchObserver::counts() const {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  LaunchCounts counts = state->counts;
+  counts.execution_ids = state->table.size();
+  return counts;
+}
+
+std::vector<uint32_t> LaunchObserver::sequence() const {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  return state->sequence;
+}
+
+}  // namespace umlab::cuda

@@ -1,0 +1,74 @@
+#include "backends/cuda/torch/managed_pool.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <mutex>
+
+namespace umlab::cuda {
+namespace {
+
+std::mutex pool_mutex;
+ManagedPoolCounters counters;
+uint64_t limit_bytes = UINT64_MAX;
+
+}  // namespace
+
+ManagedPoolCounters ManagedPoolSnapshot() {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  return counters;
+}
+
+void SetManagedPoolLimit(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  limit_bytes = bytes;
+}
+
+void ResetManagedPoolPeak() {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  counters.peak_live_bytes = counters.live_bytes;
+}
+
+}  // namespace umlab::cuda
+
+using umlab::cuda::counters;
+using umlab::cuda::limit_bytes;
+using umlab::cuda::pool_mutex;
+
+extern "C" void* umlab_malloc(long size, int device, void* /*stream*/) {
+  if (size <= 0) return nullptr;
+  const uint64_t bytes = static_cast<uint64_t>(size);
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex);
+    if (counters.live_bytes + bytes > limit_bytes) {
+      if (counters.refused++ == 0) {
+        std::fprintf(stderr,
+                     "umlab_torch: refusing %llu more bytes of managed memory: the training "
+                     "would hold more than half of the host's memory (%llu bytes)\n",
+                     static_cast<unsigned long long>(bytes),
+                     static_cast<unsigned long long>(limit_bytes));
+      }
+      return nullptr;
+    }
+  }
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device) cudaSetDevice(device);
+  void* pointer = nullptr;
+  if (cudaMallocManaged(&pointer, bytes, cudaMemAttachGlobal) != cudaSuccess) {
+    cudaGetLastError();  // PyTorch reports the failure as out of memory
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  ++counters.segments_allocated;
+  counters.live_bytes += bytes;
+  if (counters.live_bytes > counters.peak_live_bytes) counters.peak_live_bytes = counters.live_bytes;
+  return pointer;
+}
+
+extern "C" void umlab_free(void* pointer, long size, int /*device*/, void* /*stream*/) {
+  if (pointer == nullptr) return;
+  cudaFree(pointer);
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  ++counters.segments_freed;
+  counters.live_bytes -= static_cast<uint64_t>(size);
+}

@@ -1,0 +1,162 @@
+#include "backends/cuda/torch/torch_session.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backends/cuda/torch/managed_pool.h"
+
+namespace umlab::cuda {
+
+absl::StatusOr<std::unique_ptr<TorchSession>> TorchSession::Start(
+    const TorchSessionOptions& options) {
+  std::unique_ptr<TorchSession> session(new TorchSession());
+  session->options_ = options;
+  if (cudaSetDevice(options.gpu) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("umlab_torch: cannot use CUDA device %d (is there a GPU?)", options.gpu));
+  }
+  SetManagedPoolLimit(options.host_limit_bytes);
+  if (options.capacity_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<GpuBalloon>> balloon =
+        GpuBalloon::Inflate(options.capacity_bytes);
+    if (!balloon.ok()) return balloon.status();
+    session->balloon_ = std::move(*balloon);
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  session->free_after_balloon_ = free_bytes;
+  absl::StatusOr<std::unique_ptr<CuptiFaultStream>> records = CuptiFaultStream::Start(options.gpu);
+  if (!records.ok()) return records.status();
+  session->records_ = std::move(*records);
+  absl::StatusOr<std::unique_ptr<LaunchObserver>> launches = LaunchObserver::Start();
+  if (!launches.ok()) return launches.status();
+  session->launches_ = std::move(*launches);
+  session->start_timestamp_ = CuptiFaultStream::Timestamp();
+  // A flush holds its caller for about 2 ms, so it gets a thread of its own
+  // (as in the cuda backend), and records are drained as they come.
+  TorchSession* self = session.get();
+  session->flusher_ = std::thread([self] {
+    while (!self->stopping_.load()) {
+      self->records_->Flush();
+      self->Drain();
+      std::this_thread::sleep_for(std::chrono::nanoseconds(self->options_.flush_interval_ns));
+    }
+  });
+  return session;
+}
+
+TorchSession::~TorchSession() {
+  stopping_.store(true);
+  if (flusher_.joinable()) flusher_.join();
+  // The observers go before the balloon, so the device memory is returned
+  // last and on every way out.
+  launches_.reset();
+  records_.reset();
+  balloon_.reset();
+}
+
+void TorchSession::MarkIteration() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  marks_.push_back(CuptiFaultStream::Timestamp());
+  mark_launches_.push_back(launches_->counts().launches);
+  bins_.emplace_back();
+}
+
+void TorchSession::Drain() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  scratch_.clear();
+  records_->Drain(scratch_);
+  for (const UnifiedMemoryRecord& record : scratch_) {
+    const size_t index = static_cast<size_t>(
+        std::upper_bound(marks_.begin(), marks_.end(), record.start_ns) - marks_.begin());
+    Bin& bin = bins_[std::min(index, bins_.size() - 1)];
+    const int cause = std::min<int>(static_cast<int>(record.cause), 5);
+    switch (record.kind) {
+      case UnifiedMemoryRecord::Kind::kGpuPageFault:
+        bin.faults += record.value;
+        ++bin.fault_records;
+        break;
+      case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
+        bin.h2d_bytes += record.value;
+        bin.h2d_by_cause[cause] += record.value;
+        break;
+      case UnifiedMemoryRecord::Kind::kBytesDeviceToHost:
+        bin.d2h_bytes += record.value;
+        bin.d2h_by_cause[cause] += record.value;
+        break;
+      case UnifiedMemoryRecord::Kind::kThrashing:
+        ++bin.thrashing;
+        break;
+      case UnifiedMemoryRecord::Kind::kThrottling:
+        if (record.end_ns > record.start_ns) bin.throttled_ns += record.end_ns - record.start_ns;
+        break;
+    }
+  }
+}
+
+std::string TorchSession::Report() {
+  cudaDeviceSynchronize();
+  stopping_.store(true);
+  if (flusher_.joinable()) flusher_.join();
+  records_->Flush();
+  Drain();
+  const uint64_t end_timestamp = CuptiFaultStream::Timestamp();
+  const LaunchCounts launches = launches_->counts();
+  const ManagedPoolCounters pool = ManagedPoolSnapshot();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto bin_json = [](const Bin& bin) {
+    std::vector<std::string> h2d, d2h;
+    static const char* kCauses[6] = {"unknown", "user", "coherence", "prefetch", "eviction",
+                                     "access_counters"};
+    for (int c = 0; c < 6; ++c) {
+      if (bin.h2d_by_cause[c] > 0) h2d.push_back(absl::StrFormat("\"%s\": %d", kCauses[c], bin.h2d_by_cause[c]));
+      if (bin.d2h_by_cause[c] > 0) d2h.push_back(absl::StrFormat("\"%s\": %d", kCauses[c], bin.d2h_by_cause[c]));
+    }
+    return absl::StrFormat(
+        "{\"faults\": %d, \"fault_records\": %d, \"h2d_bytes\": %d, \"d2h_bytes\": %d, "
+        "\"h2d_by_cause\": {%s}, \"d2h_by_cause\": {%s}, \"thrashing_detections\": %d, "
+        "\"throttled_ns\": %d}",
+        bin.faults, bin.fault_records, bin.h2d_bytes, bin.d2h_bytes, absl::StrJoin(h2d, ", "),
+        absl::StrJoin(d2h, ", "), bin.thrashing, bin.throttled_ns);
+  };
+  Bin total;
+  std::vector<std::string> iterations;
+  for (size_t i = 0; i < bins_.size(); ++i) {
+    const Bin& bin = bins_[i];
+    total.faults += bin.faults;
+    total.fault_records += bin.fault_records;
+    total.h2d_bytes += bin.h2d_bytes;
+    total.d2h_bytes += bin.d2h_bytes;
+    total.thrashing += bin.thrashing;
+    total.throttled_ns += bin.throttled_ns;
+    for (int c = 0; c < 6; ++c) {
+      total.h2d_by_cause[c] += bin.h2d_by_cause[c];
+      total.d2h_by_cause[c] += bin.d2h_by_cause[c];
+    }
+    if (i == 0) continue;  // before the first mark: set-up
+    const uint64_t begin = marks_[i - 1];
+    const uint64_t end = i < marks_.size() ? marks_[i] : end_timestamp;
+    const uint64_t first_launch = mark_launches_[i - 1];
+    const uint64_t last_launch = i < mark_launches_.size() ? mark_launches_[i] : launches.launches;
+    iterations.push_back(absl::StrFormat("{\"time_ns\": %d, \"kernels\": %d, \"records\": %s}",
+                                         end - begin, last_launch - first_launch, bin_json(bin)));
+  }
+  return absl::StrFormat(
+      "{\"gpu\": %d, \"capacity_bytes\": %d, \"balloon_bytes\": %d, "
+      "\"free_bytes_after_balloon\": %d, \"time_ns\": %d, \"kernels\": %d, "
+      "\"execution_ids\": %d, \"runtime_launches\": %d, \"unsized_launches\": %d, "
+      "\"managed_segments\": %d, \"peak_managed_bytes\": %d, \"refused_allocations\": %d, "
+      "\"dropped_records\": %d, \"records\": %s, \"iterations\": [%s]}",
+      options_.gpu, options_.capacity_bytes, balloon_ ? balloon_->reserved_bytes() : 0,
+      free_after_balloon_, end_timestamp - start_timestamp_, launches.launches,
+      launches.execution_ids, launches.runtime_launches, launches.unsized_launches,
+      pool.segments_allocated, pool.peak_live_bytes, pool.refused, records_->dropped(),
+      bin_json(total), absl::StrJoin(iterations, ", "));
+}
+
+}  // namespace umlab::cuda

@@ -1,0 +1,82 @@
+// One PyTorch training measured under managed memory: the balloon that
+// leaves only the capacity free (real oversubscription), CUPTI's
+// unified-memory records (faults, and bytes moved each way with the
+// driver's reason), and every kernel launch with its execution id. The
+// training marks its iterations; the report splits the records by them.
+//
+// This is what `python3 -m umlab_torch` drives through the C functions in
+// torch_c_api.cc. The policies do not act yet: the UVM driver alone serves
+// the faults (docs/torch.md says what is and is not built).
+#ifndef UMLAB_BACKENDS_CUDA_TORCH_TORCH_SESSION_H_
+#define UMLAB_BACKENDS_CUDA_TORCH_TORCH_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backends/cuda/cupti_fault_stream.h"
+#include "backends/cuda/gpu_balloon.h"
+#include "backends/cuda/torch/launch_observer.h"
+
+namespace umlab::cuda {
+
+struct TorchSessionOptions {
+  int gpu = 0;
+  // Device memory left free for managed memory; 0: no balloon.
+  uint64_t capacity_bytes = 0;
+  // Live managed bytes allowed (half the host's memory, by the caller).
+  uint64_t host_limit_bytes = UINT64_MAX;
+  // Pause between CUPTI flushes (docs/cuda.md: longer pauses lose records).
+  int64_t flush_interval_ns = 1000000;
+};
+
+class TorchSession {
+ public:
+  static absl::StatusOr<std::unique_ptr<TorchSession>> Start(const TorchSessionOptions& options);
+  ~TorchSession();
+
+  // The training's iteration `index` starts now (iterations before the
+  // first mark, and the mark's own index, are the caller's to define).
+  void MarkIteration();
+  // Stops and returns the report as one JSON object (docs/torch.md).
+  std::string Report();
+
+ private:
+  struct Bin {
+    uint64_t faults = 0;
+    uint64_t fault_records = 0;
+    uint64_t h2d_bytes = 0;
+    uint64_t d2h_bytes = 0;
+    uint64_t h2d_by_cause[6] = {};
+    uint64_t d2h_by_cause[6] = {};
+    uint64_t thrashing = 0;
+    uint64_t throttled_ns = 0;
+  };
+
+  TorchSession() = default;
+  void Drain();  // records gathered so far into their bins
+
+  TorchSessionOptions options_;
+  std::unique_ptr<GpuBalloon> balloon_;
+  std::unique_ptr<CuptiFaultStream> records_;
+  std::unique_ptr<LaunchObserver> launches_;
+  std::thread flusher_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::vector<UnifiedMemoryRecord> scratch_;
+  // Bin 0: before the first mark; bin i: from mark i on.
+  std::vector<uint64_t> marks_;          // CUPTI timestamps
+  std::vector<uint64_t> mark_launches_;  // launches observed at each mark
+  std::vector<Bin> bins_{1};
+  uint64_t start_timestamp_ = 0;
+  uint64_t free_after_balloon_ = 0;
+};
+
+}  // namespace umlab::cuda
+
+#endif  // UMLAB_BACKENDS_CUDA_TORCH_TORCH_SESSION_H_

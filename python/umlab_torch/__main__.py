@@ -1,0 +1,185 @@
+"""python3 -m umlab_torch [options] -- SCRIPT [ARGS...]
+
+Runs a PyTorch training script on CUDA managed memory under umlab and
+reports, per iteration the script marks, its time, CUPTI's faults and the
+bytes the UVM driver moved each way (with the driver's reason).
+
+--capacity is the device memory left for managed memory: a fraction of the
+training's footprint (its peak managed memory, measured first by a run
+without a balloon) or a size such as 6GiB. Below 1.0 the GPU is ballooned
+with cudaMalloc so that the driver runs out of memory by itself (real
+oversubscription); the balloon is released on every way out.
+
+The UVM driver alone serves faults: umlab's policies do not act on a live
+PyTorch process yet (docs/torch.md).
+"""
+import argparse
+import json
+import os
+import re
+import runpy
+import subprocess
+import sys
+import tempfile
+
+import umlab_torch
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?$")
+_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def parse_capacity(text):
+    """('fraction', f) or ('bytes', n); raises ValueError with what to write."""
+    try:
+        value = float(text)
+        if 0 < value <= 1:
+            return ("fraction", value)
+    except ValueError:
+        pass
+    match = _SIZE.match(text.strip())
+    if match and match.group(2):
+        return ("bytes", int(float(match.group(1)) * _UNITS[match.group(2)]))
+    raise ValueError(f"--capacity={text}: give a fraction of the footprint in (0, 1] "
+                     "or a size such as 6GiB")
+
+
+def host_memory_bytes():
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def child(args, script_argv):
+    """One measured run, in this process: start the session, route PyTorch's
+    allocations to managed memory, run the script, write the report."""
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("umlab_torch: PyTorch sees no CUDA device; run it on a GPU machine")
+    for name in ("_cuda_beginAllocateToPool", "_cuda_endAllocateToPool"):
+        if not hasattr(torch._C, name):
+            sys.exit(f"umlab_torch: this PyTorch ({torch.__version__}) lacks torch._C.{name}, "
+                     "which routes every thread's allocations to one pool; PyTorch 2.5 or "
+                     "later has it")
+    library = umlab_torch.load()
+    torch.cuda.set_device(args.gpu)
+    if library.umlab_torch_start(args.gpu, args.capacity_bytes, host_memory_bytes() // 2) != 0:
+        sys.exit(library.umlab_torch_error().decode())
+    report = b""
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(umlab_torch.library_path(),
+                                                             "umlab_malloc", "umlab_free")
+        pool = torch.cuda.MemPool(allocator.allocator())
+        # Every stream of the device, so autograd's backward thread allocates
+        # there too (torch.cuda.use_mem_pool routes only the calling thread).
+        torch._C._cuda_beginAllocateToPool(args.gpu, pool.id)
+        try:
+            sys.argv = script_argv
+            runpy.run_path(script_argv[0], run_name="__main__")
+        finally:
+            torch._C._cuda_endAllocateToPool(args.gpu, pool.id)
+            torch.cuda.synchronize()
+    finally:
+        report = library.umlab_torch_stop()
+    with open(args.report, "w") as out:
+        out.write(report.decode())
+
+
+def run_once(args, script_argv, capacity_bytes):
+    """Runs the script in a child process; returns (report, the script's JSON lines)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        report_path = handle.name
+    command = [sys.executable, "-m", "umlab_torch", "--child", f"--gpu={args.gpu}",
+               f"--capacity-bytes={capacity_bytes}", f"--report={report_path}", "--",
+               *script_argv]
+    try:
+        completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+        sys.stdout.write(completed.stdout)
+        if completed.returncode != 0:
+            sys.exit(f"umlab_torch: the script exited with {completed.returncode} "
+                     f"(capacity {capacity_bytes or 'unlimited'} bytes)")
+        with open(report_path) as report_file:
+            report = json.load(report_file)
+    finally:
+        os.unlink(report_path)
+    lines = []
+    for line in completed.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    report["script_lines"] = lines
+    return report
+
+
+def summarise(report):
+    iterations = report["iterations"][1:] or report["iterations"]  # steady: after the first
+    if not iterations:
+        return "no iterations marked (call umlab_torch.mark_iteration() in the script)"
+    n = len(iterations)
+    # The script's own timing where it prints it (from a synchronize to the
+    # next); otherwise the time between umlab's marks.
+    seconds = [line["seconds"] for line in report.get("script_lines", [])[1:] if "seconds" in line]
+    times_ns = sorted(s * 1e9 for s in seconds) or sorted(i["time_ns"] for i in iterations)
+    time_ms = times_ns[len(times_ns) // 2] / 1e6
+    h2d = sum(i["records"]["h2d_bytes"] for i in iterations) / n / 1e9
+    d2h = sum(i["records"]["d2h_bytes"] for i in iterations) / n / 1e9
+    faults = sum(i["records"]["faults"] for i in iterations) / n
+    return (f"steady iteration {time_ms:9.1f} ms  faults {faults:10.0f}  "
+            f"h2d {h2d:7.2f} GB  d2h {d2h:7.2f} GB  kernels {iterations[-1]['kernels']}")
+
+
+def main():
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        sys.exit("usage: python3 -m umlab_torch [--capacity=C] [--gpu=N] [--output=FILE] "
+                 "-- SCRIPT [ARGS...]")
+    split = argv.index("--")
+    options, script_argv = argv[:split], argv[split + 1:]
+    parser = argparse.ArgumentParser(prog="python3 -m umlab_torch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--capacity", default="1.0",
+                        help="fraction of the footprint in (0, 1], or a size such as 6GiB; "
+                             "several, comma-separated, share one footprint run "
+                             "(default 1.0: no balloon)")
+    parser.add_argument("--gpu", type=int, default=0, help="CUDA device ordinal")
+    parser.add_argument("--output", help="write the JSON report here")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--capacity-bytes", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--report", help=argparse.SUPPRESS)
+    args = parser.parse_args(options)
+    if not script_argv:
+        sys.exit("umlab_torch: name the training script after --")
+    if args.child:
+        child(args, script_argv)
+        return
+    try:
+        capacities = [parse_capacity(item) for item in args.capacity.split(",")]
+    except ValueError as error:
+        sys.exit(f"umlab_torch: {error}")
+    result = {"script": script_argv, "capacity": args.capacity, "runs": []}
+    footprint = None
+    if any(kind == "fraction" for kind, _ in capacities):
+        # The footprint: the training's peak managed memory with no balloon.
+        full = run_once(args, script_argv, 0)
+        full["label"] = "capacity 1.0 (footprint)"
+        result["runs"].append(full)
+        footprint = full["peak_managed_bytes"]
+        result["footprint_bytes"] = footprint
+        if footprint > host_memory_bytes() // 2:
+            sys.exit(f"umlab_torch: the footprint ({footprint} bytes) is more than half of the "
+                     "host's memory; managed memory that large is refused")
+    for (kind, value), text in zip(capacities, args.capacity.split(",")):
+        capacity_bytes = value if kind == "bytes" else int(value * footprint)
+        if kind == "fraction" and value >= 1:
+            continue  # the footprint run was this one
+        constrained = run_once(args, script_argv, capacity_bytes)
+        constrained["label"] = f"capacity {text}"
+        result["runs"].append(constrained)
+    for run in result["runs"]:
+        print(f"umlab_torch: {run['label']:28s} {summarise(run)}", file=sys.stderr)
+    if args.output:
+        with open(args.output, "w") as out:
+            json.dump(result, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,8 +23,6 @@ using umlab::testing::IsOneLine;
 using umlab::testing::Outcome;
 using umlab::testing::Umlab;
 
-const std::vector<std::string>& kSmall = umlab::testing::kSmallMlp;
-
 std::vector<std::string> With(std::vector<std::string> args) {
   return umlab::testing::WithSmallMlp(std::move(args));
 }

@@ -74,6 +74,12 @@ class Backend {
     return MakesRoomFor(TransferKind::kFaultMigration) || MakesRoomFor(TransferKind::kPrefetch);
   }
 
+  // Whether the run's h2d and d2h bytes and faults are the device's own
+  // count (CUPTI's on the GPU, the sim's driver model in policy_from=user)
+  // rather than the engine's requests, which then stay in
+  // fault_migrated_bytes and prefetch_bytes and need not add up to h2d.
+  virtual bool CountsItsOwnTraffic() const { return false; }
+
   // The engine registers itself before the run starts.
   virtual void SetListener(TransferListener* listener) = 0;
 

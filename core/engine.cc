@@ -477,6 +477,23 @@ void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
   EndStep();
 }
 
+void Engine::OnDevicePagesDiscarded(BlockNumber number, const PageMask& pages) {
+  OnDevicePagesEvicted(number, pages);
+  if (BlockState* block = memory_.FindMutable(number); block != nullptr) {
+    block->invalid |= pages & ~block->resident & ~block->in_flight;
+  }
+}
+
+void Engine::OnDevicePagesArrived(BlockNumber number, const PageMask& pages) {
+  BlockState& block = memory_.Get(number);
+  const PageMask arrived = pages & ~block.resident & ~block.in_flight;
+  if (arrived.none()) return;
+  if (!block.has_frame) memory_.ClaimFrame(block, backend_.Now());
+  block.invalid &= ~arrived;
+  ChangePages(block, [&] { block.resident |= arrived; });
+  EndStep();
+}
+
 TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
                                   const PageMask& prefetched, TransferKind kind,
                                   TransferId after) {
@@ -645,7 +662,8 @@ absl::Status Engine::CheckInvariants() const {
           recount.resident, recount.in_flight, recount.inactive_resident));
     }
   }
-  if (stats_.h2d_bytes != stats_.fault_migrated_bytes + stats_.prefetch_bytes) {
+  if (!backend_.CountsItsOwnTraffic() &&
+      stats_.h2d_bytes != stats_.fault_migrated_bytes + stats_.prefetch_bytes) {
     return absl::InternalError(absl::StrFormat(
         "bytes not conserved: h2d %d != faulted-in %d + prefetched %d", stats_.h2d_bytes,
         stats_.fault_migrated_bytes, stats_.prefetch_bytes));

@@ -82,6 +82,13 @@ class Engine final : public TransferListener, private PolicyContext {
   // them late (the sim's driver model): pages the engine no longer holds
   // are ignored, and a block with a transfer on its way keeps its frame.
   void OnDevicePagesEvicted(BlockNumber block, const PageMask& pages);
+  // The same for pages the device dropped without write-back (another
+  // engine's discard, on a device two engines share): their data is gone.
+  void OnDevicePagesDiscarded(BlockNumber block, const PageMask& pages);
+  // The device brought `pages` in by a transfer this engine did not make
+  // (another engine's, on a device two engines share): they are resident,
+  // with their data.
+  void OnDevicePagesArrived(BlockNumber block, const PageMask& pages);
 
   // No transfer of the engine's is still running.
   bool Quiescent() const { return inflight_.empty(); }
@@ -94,6 +101,7 @@ class Engine final : public TransferListener, private PolicyContext {
   RunStats& mutable_stats() { return stats_; }
   const MemoryState& memory_state() const { return memory_; }
   uint64_t capacity_frames() const { return memory_.capacity_frames(); }
+  const EngineConfig& config() const { return config_; }
 
   // Not OK once the engine has seen it cannot make progress: faults that no
   // frame can be found for, with nothing in flight that could change that.

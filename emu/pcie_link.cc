@@ -7,12 +7,13 @@ namespace umlab {
 
 PcieLink::PcieLink(const LinkConfig& config) : config_(config) {}
 
-Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes) const {
+Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room) const {
   const double bandwidth = direction == LinkDirection::kHostToDevice
                                ? config_.h2d_bytes_per_second
                                : config_.d2h_bytes_per_second;
-  const Nanos overhead =
-      direction == LinkDirection::kDeviceToHost ? config_.eviction_overhead_ns : 0;
+  const Nanos overhead = direction == LinkDirection::kDeviceToHost && evicts_for_room
+                             ? config_.eviction_overhead_ns
+                             : 0;
   return config_.latency_ns + overhead +
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
 }
@@ -46,7 +47,8 @@ void PcieLink::StartNext(Lane& lane, Nanos now) {
     lane.current = queue.front();
     queue.pop_front();
     lane.active = true;
-    const Nanos duration = Duration(lane.current.direction, lane.current.bytes);
+    const Nanos duration =
+        Duration(lane.current.direction, lane.current.bytes, lane.current.evicts_for_room);
     lane.end_ns = now + duration;
     bytes_moved_[static_cast<int>(lane.current.direction)] += lane.current.bytes;
     busy_ns_[static_cast<int>(lane.current.direction)] += duration;

@@ -37,6 +37,11 @@ struct LinkTransfer {
   uint64_t bytes = 0;
   Nanos ready_ns = 0;    // may not start before
   TransferId after = 0;  // may not start before this one finished (0: none)
+  // Device to host: the driver evicting a block to make room, which pays
+  // LinkConfig::eviction_overhead_ns. A policy's call from user space that
+  // moves a block back (cudaMemPrefetchAsync to the host) does not: on the
+  // H200 it took no longer than its copy (docs/devices.md).
+  bool evicts_for_room = true;
 };
 
 class PcieLink {
@@ -44,7 +49,7 @@ class PcieLink {
   explicit PcieLink(const LinkConfig& config);
 
   // Modelled duration of a transfer of `bytes` in one direction.
-  Nanos Duration(LinkDirection direction, uint64_t bytes) const;
+  Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true) const;
 
   void Submit(const LinkTransfer& transfer, Nanos now);
 

@@ -104,6 +104,8 @@ class CudaBackend final : public Backend {
     if (options_.memory != MemoryMode::kDriver) return false;
     return arrival == TransferKind::kFaultMigration || options_.driver_room_for_prefetches;
   }
+  // Traffic and faults are CUPTI's (FillStatistics).
+  bool CountsItsOwnTraffic() const override { return true; }
   Nanos Now() const override;
 
  private:

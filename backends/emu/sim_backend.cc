@@ -7,6 +7,7 @@
 #include "core/access_pace.h"
 #include "core/backend_registry.h"
 #include "core/kernel_assembler.h"
+#include "core/policy.h"
 
 namespace umlab {
 namespace {
@@ -14,6 +15,37 @@ namespace {
 constexpr int64_t kNeverPicos = std::numeric_limits<int64_t>::max();
 
 }  // namespace
+
+// What the driver's engine sees of the device: the fault buffer, the link
+// for its fault migrations, the page table, the replays. It never evicts
+// (the device makes room), and the run's engine's allocator frees already
+// unmap what they drop.
+class SimBackend::DriverPort final : public Backend {
+ public:
+  explicit DriverPort(SimBackend& device) : device_(device) {}
+  std::string name() const override { return "sim-driver"; }
+  absl::Status Run(EventSource&, Engine&, EventSink*) override {
+    return absl::InternalError("the driver port does not run programs");
+  }
+  void SetListener(TransferListener* /*listener*/) override {}
+  size_t FetchFaults(absl::Span<FaultEntry> out) override {
+    return device_.fault_buffer_.Fetch(out);
+  }
+  void Migrate(const Transfer& transfer) override { device_.SubmitDriverMigration(transfer); }
+  void Evict(const Transfer& /*transfer*/) override {}
+  void Invalidate(BlockNumber /*block*/, const PageMask& /*pages*/) override {}
+  PageUse QueryUse(BlockNumber block) const override { return device_.QueryUse(block); }
+  bool MakesRoomFor(TransferKind /*arrival*/) const override { return true; }
+  void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override {
+    device_.ScheduleReplay(policy, block, not_before);
+  }
+  Nanos Now() const override { return device_.clock_.now(); }
+
+ private:
+  SimBackend& device_;
+};
+
+SimBackend::~SimBackend() = default;
 
 SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
                        const SimOptions& options)
@@ -26,11 +58,31 @@ SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
 absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
   engine_ = &engine;
   recorder_ = recorder;
+  if (options_.policy_from_user) {
+    // The driver's own heuristics, as the policy that models them.
+    absl::StatusOr<std::unique_ptr<Policy>> heuristics = Policies().Create(options_.driver_policy);
+    if (!heuristics.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "sim: driver=%s: %s", options_.driver_policy, heuristics.status().message()));
+    }
+    driver_policy_ = std::move(*heuristics);
+    driver_port_ = std::make_unique<DriverPort>(*this);
+    driver_ = std::make_unique<Engine>(*driver_port_, *driver_policy_, engine.capacity_frames(),
+                                       engine.config());
+  }
+  // Both engines follow the program; only the run's engine records.
+  auto program_event = [&](const Event& event) {
+    if (driver_ != nullptr && event.kind == EventKind::kIterationBegin) {
+      iteration_marks_.push_back({moved_h2d_bytes_, moved_d2h_bytes_, raised_faults_});
+    }
+    engine.OnProgramEvent(event);
+    if (driver_ != nullptr) driver_->OnProgramEvent(event);
+  };
   KernelAssembler assembler(program);
   while (assembler.Next()) {
     if (!assembler.is_kernel()) {
       if (recorder_ != nullptr) recorder_->Record(assembler.event());
-      engine.OnProgramEvent(assembler.event());
+      program_event(assembler.event());
     } else {
       if (recorder_ != nullptr) {
         for (const Event& event : assembler.kernel_events()) recorder_->Record(event);
@@ -47,26 +99,45 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
         return s;
       }
       engine.mutable_stats().launch_ns += device_.kernel_launch_ns;
-      engine.OnProgramEvent(begin);
+      program_event(begin);
       if (absl::Status s = ExecuteKernel(begin.exec_id, begin.duration_ns); !s.ok()) return s;
       // The grid winds down (its start-up is counted here too: nothing of
       // the kernel's faults depends on where in the kernel it falls).
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_grid_ns); !s.ok()) {
         return s;
       }
-      engine.OnProgramEvent(assembler.kernel_end());
+      program_event(assembler.kernel_end());
     }
     if (!error_.ok()) return error_;
     if (!engine.invariant_status().ok()) return engine.invariant_status();
   }
   if (!assembler.status().ok()) return assembler.status();
-  // As the cuda backend drains CUPTI at the end: every eviction the driver
-  // made is known before the books close.
-  while (!unreported_.empty()) ReportDeviceEvictions(unreported_.begin()->first);
+  if (driver_ != nullptr) {
+    // As the cuda backend drains CUPTI at the end: everything the driver
+    // did is known before the books close.
+    DeliverRecords(kNever);
+    driver_->Finish();
+  }
   engine.Finish();
   RunStats& stats = engine.mutable_stats();
   stats.time_ns = clock_.now();
   stats.dropped_faults = fault_buffer_.dropped();
+  if (driver_ != nullptr) {
+    // As the cuda backend's contract: traffic and faults as the device saw
+    // them (CUPTI's), the engine's own requests in fault_migrated_bytes and
+    // prefetch_bytes.
+    stats.h2d_bytes = moved_h2d_bytes_;
+    stats.d2h_bytes = moved_d2h_bytes_;
+    stats.faults = raised_faults_;
+    const DeviceCounts end{moved_h2d_bytes_, moved_d2h_bytes_, raised_faults_};
+    for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_marks_.size(); ++i) {
+      const DeviceCounts& from = iteration_marks_[i];
+      const DeviceCounts& to = i + 1 < iteration_marks_.size() ? iteration_marks_[i + 1] : end;
+      stats.per_iteration[i].h2d_bytes = to.h2d_bytes - from.h2d_bytes;
+      stats.per_iteration[i].d2h_bytes = to.d2h_bytes - from.d2h_bytes;
+      stats.per_iteration[i].faults = to.faults - from.faults;
+    }
+  }
   return error_;
 }
 
@@ -102,6 +173,7 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
       ProcessSystemEventAtOrBefore(next_system);
       if (!error_.ok()) return error_;
       if (!engine_->health().ok()) return engine_->health();
+      if (driver_ != nullptr && !driver_->health().ok()) return driver_->health();
       next_system = NextSystemEventTime();
       continue;
     }
@@ -180,17 +252,10 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   FaultEntry entry{page, write ? AccessType::kWrite : AccessType::kRead, sm_index, exec_id_,
                    now / kPicosPerNano};
   if (fault_buffer_.Push(entry) && recorder_ != nullptr) recorder_->Record(FaultEvent(entry));
-  if (options_.policy_from_user) {
-    // The driver services this fault itself; whatever it evicted of the
-    // block is old news by then.
-    ReportDeviceEvictions(BlockOfPage(page));
-    if (pending_per_block_.contains(BlockOfPage(page))) {
-      ServiceQueuedPrefetch(page, now / kPicosPerNano);
-    }
-  }
+  ++raised_faults_;
   // The engine fetches once every SM that faults at this instant has done
   // so: at the next whole nanosecond, after the SM events before it.
-  if (!engine_->servicing() && !service_requested_) {
+  if (!FaultServer().servicing() && !service_requested_) {
     service_requested_ = true;
     service_time_ = (now + kPicosPerNano - 1) / kPicosPerNano;
   }
@@ -200,7 +265,72 @@ Nanos SimBackend::NextSystemEventTime() const {
   Nanos next = link_.NextEventTime();
   if (!replays_.empty()) next = std::min(next, replays_.top().time);
   if (service_requested_) next = std::min(next, std::max(clock_.now(), service_time_));
+  if (!records_.empty()) next = std::min(next, DeliveryTimeFor(records_.front().time));
   return next;
+}
+
+Nanos SimBackend::DeliveryTimeFor(Nanos time) const {
+  // The flusher flushes, then pauses: flushes start every period, and a
+  // record is handed over by the first flush that starts at or after it.
+  const Nanos period = options_.flush_pause_ns + options_.flush_cost_ns;
+  const Nanos start = period == 0 ? time : (time + period - 1) / period * period;
+  return start + options_.flush_cost_ns;
+}
+
+void SimBackend::DeliverRecords(Nanos flush_start) {
+  while (!records_.empty() && records_.front().time <= flush_start) {
+    // Consecutive arrivals are one poll's faults; an eviction between them
+    // is applied in its place, so the engine's books follow the driver's
+    // order.
+    if (records_.front().eviction) {
+      const DriverRecord record = records_.front();
+      records_.pop_front();
+      // Pages a policy's call has brought back since this eviction, which
+      // the engine knows of already: the record is stale for them. (Pages a
+      // fault brought back come with a record of their own, after this.)
+      PageMask stale;
+      if (auto call = call_arrival_.find(record.block);
+          call != call_arrival_.end() && call->second > record.time) {
+        stale = device_memory_.Mapped(record.block);
+      }
+      engine_->OnDevicePagesEvicted(record.block, record.pages & ~stale);
+      continue;
+    }
+    // A block's records count once, as the cuda backend reports a block
+    // once per poll however many fault groups named it.
+    absl::flat_hash_map<BlockNumber, PageMask> arrived;
+    std::vector<BlockNumber> order;
+    while (!records_.empty() && records_.front().time <= flush_start &&
+           !records_.front().eviction) {
+      const DriverRecord& record = records_.front();
+      auto [it, inserted] = arrived.try_emplace(record.block, record.pages);
+      if (inserted) {
+        order.push_back(record.block);
+      } else {
+        it->second |= record.pages;
+      }
+      records_.pop_front();
+    }
+    for (BlockNumber block : order) {
+      const PageNumber first = FirstPageOfBlock(block);
+      const PageMask& pages = arrived[block];
+      for (int page = 0; page < kPagesPerBlock; ++page) {
+        if (pages.test(page)) {
+          delivered_.push_back(FaultEntry{first + page, AccessType::kRead, 0, exec_id_,
+                                          clock_.now()});
+        }
+      }
+    }
+    // The engine's fault migrations complete at once (the driver moved the
+    // data); finishing a batch fetches the next, until none is left.
+    while (!delivered_.empty() || !completed_now_.empty()) {
+      if (!engine_->servicing()) engine_->ServiceFaults();
+      std::vector<TransferId> done;
+      done.swap(completed_now_);
+      for (TransferId id : done) listener_->OnTransferComplete(id);
+      if (done.empty() && engine_->servicing()) break;  // waits on its own calls
+    }
+  }
 }
 
 bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
@@ -212,24 +342,56 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     completed_scratch_.clear();
     link_.ProcessEventsAt(clock_.now(), completed_scratch_);
     for (TransferId id : completed_scratch_) {
-      if (auto evicted = device_evictions_.find(id); evicted != device_evictions_.end()) {
-        // The driver's own eviction: the engine hears of it as the cuda
-        // backend does, from the transfer's record, once the copy is done.
-        const BlockNumber victim = evicted->second;
-        device_evictions_.erase(evicted);
-        ReportDeviceEviction(victim, id);
-        continue;
-      }
+      if (device_evictions_.erase(id) > 0) continue;  // the driver's own: recorded already
+      const bool driver_migration = driver_migrations_.contains(id);
       auto it = transfers_.find(id);
       if (it == transfers_.end()) continue;
       const Transfer transfer = it->second;
       transfers_.erase(it);
       if (transfer.kind != TransferKind::kEviction) {
-        absl::Status mapped =
-            device_memory_.Map(transfer.block, transfer.pages, transfer.pages & ~transfer.copy);
+        PageMask pages = transfer.pages;
+        if (auto moving = moving_.find(id); moving != moving_.end()) {
+          // User mode: only what this transfer moved; pages another one
+          // brought are mapped by that one.
+          pages = moving->second;
+          moving_.erase(moving);
+          PageMask& landing = landing_[transfer.block];
+          landing &= ~pages;
+          if (landing.none()) landing_.erase(transfer.block);
+          if (auto last = last_landing_.find(transfer.block);
+              last != last_landing_.end() && last->second == id) {
+            last_landing_.erase(last);
+          }
+        }
+        absl::Status mapped = device_memory_.Map(transfer.block, pages, pages & ~transfer.copy);
         if (!mapped.ok() && error_.ok()) error_ = mapped;
-        arriving_.erase(transfer.block);  // it holds a frame now
+        // It holds a frame now, or needs none unless more is landing.
+        if (device_memory_.Mapped(transfer.block).any() || !landing_.contains(transfer.block)) {
+          arriving_.erase(transfer.block);
+          ForgetIfUnmapped(transfer.block);
+        }
       }
+      if (driver_ != nullptr && !driver_migration && transfer.kind != TransferKind::kEviction) {
+        // The driver's books follow the pages a policy's call brought.
+        driver_->OnDevicePagesArrived(transfer.block, device_memory_.Mapped(transfer.block));
+        call_arrival_[transfer.block] = clock_.now();
+      }
+      if (driver_migration) {
+        const TransferId driver_id = driver_migrations_[id];
+        driver_migrations_.erase(id);
+        auto pending = pending_per_block_.find(transfer.block);
+        if (pending != pending_per_block_.end() && --pending->second == 0) {
+          pending_per_block_.erase(pending);
+        }
+        driver_->OnTransferComplete(driver_id);
+        if (auto caught = caught_.find(id); caught != caught_.end()) {
+          // A call took these back before they were mapped.
+          driver_->OnDevicePagesEvicted(transfer.block, caught->second);
+          caught_.erase(caught);
+        }
+        continue;
+      }
+      caught_.erase(id);
       if (options_.policy_from_user) {
         auto pending = pending_per_block_.find(transfer.block);
         if (pending != pending_per_block_.end() && --pending->second == 0) {
@@ -257,7 +419,11 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
   }
   if (service_requested_ && service_time_ <= clock_.now()) {
     service_requested_ = false;
-    engine_->ServiceFaults();
+    FaultServer().ServiceFaults();
+    return true;
+  }
+  if (!records_.empty() && DeliveryTimeFor(records_.front().time) <= clock_.now()) {
+    DeliverRecords(clock_.now() - options_.flush_cost_ns);
   }
   return true;
 }
@@ -311,22 +477,62 @@ absl::Status SimBackend::AdvanceIdle(Nanos until) {
 }
 
 size_t SimBackend::FetchFaults(absl::Span<FaultEntry> out) {
-  return fault_buffer_.Fetch(out);
+  if (driver_ == nullptr) return fault_buffer_.Fetch(out);
+  // User mode: the run's engine hears of faults from delivered records.
+  size_t count = 0;
+  while (count < out.size() && !delivered_.empty()) {
+    out[count++] = delivered_.front();
+    delivered_.pop_front();
+  }
+  return count;
 }
 
 void SimBackend::Migrate(const Transfer& transfer) {
-  transfers_.emplace(transfer.id, transfer);
   if (!options_.policy_from_user) {
+    transfers_.emplace(transfer.id, transfer);
     Submit(transfer);
     return;
   }
-  ++pending_per_block_[transfer.block];
-  if (transfer.kind == TransferKind::kPrefetch) {
-    calls_.push_back(transfer);
-    IssueNextCall();
-  } else {
-    Submit(transfer);  // the driver's own fault service
+  if (transfer.kind == TransferKind::kFaultMigration) {
+    // The driver moved these pages when it served the fault; the engine
+    // hears of it only now. Completion is handed back after this call.
+    completed_now_.push_back(transfer.id);
+    return;
   }
+  transfers_.emplace(transfer.id, transfer);
+  ++pending_per_block_[transfer.block];
+  calls_.push_back(transfer);
+  IssueNextCall();
+}
+
+PageMask SimBackend::CatchLanding(BlockNumber block, const PageMask& pages) {
+  auto landing = landing_.find(block);
+  if (landing == landing_.end()) return PageMask();
+  const PageMask caught = landing->second & pages;
+  if (caught.none()) return caught;
+  for (auto& [id, moving] : moving_) {
+    const PageMask lost = moving & caught;
+    if (lost.none() || transfers_.at(id).block != block) continue;
+    moving &= ~lost;
+    caught_[id] |= lost;
+  }
+  landing->second &= ~caught;
+  if (landing->second.none()) landing_.erase(landing);
+  return caught;
+}
+
+void SimBackend::SubmitDriverMigration(const Transfer& transfer) {
+  Transfer own = transfer;
+  own.id = next_device_transfer_++;
+  driver_migrations_.emplace(own.id, transfer.id);
+  transfers_.emplace(own.id, own);
+  ++pending_per_block_[own.block];
+  // What the run's engine will read in CUPTI's records, stamped when the
+  // driver began: the block, every page of it, as the cuda backend reports
+  // a fault group (a record names one address; the driver usually fills
+  // the block around it).
+  records_.push_back(DriverRecord{clock_.now(), false, own.block, FullPageMask()});
+  Submit(own);
 }
 
 void SimBackend::Evict(const Transfer& transfer) {
@@ -352,52 +558,64 @@ void SimBackend::IssueNextCall() {
   Submit(call);
 }
 
-void SimBackend::ServiceQueuedPrefetch(PageNumber page, Nanos now) {
-  const BlockNumber block = BlockOfPage(page);
-  const int index = PageIndexInBlock(page);
-  for (auto it = calls_.begin(); it != calls_.end(); ++it) {
-    if (it->kind != TransferKind::kPrefetch || it->block != block || !it->pages.test(index)) {
-      continue;
-    }
-    // The driver services the fault itself: it moves the pages now, through
-    // its fault path, and the policy's call finds them there when its turn
-    // comes (the engine still waits for this transfer, as it waited for the
-    // call's).
-    Transfer transfer = *it;
-    calls_.erase(it);
-    transfer.not_before = std::max(transfer.not_before, now + device_.fault_latency_ns);
-    Submit(transfer);
-    return;
-  }
-}
-
 void SimBackend::Submit(const Transfer& transfer) {
   const bool eviction = transfer.kind == TransferKind::kEviction;
   TransferId after = transfer.after;
   uint64_t bytes = transfer.copy_bytes();
   if (eviction) {
+    PageMask caught;
     if (options_.policy_from_user) {
-      // A pre-eviction the driver overtook, before the engine heard of it,
-      // finds only what the device still holds.
-      const uint64_t held = MaskBytes(transfer.copy & device_memory_.Mapped(transfer.block));
-      RunStats& stats = engine_->mutable_stats();
-      stats.d2h_bytes -= std::min(stats.d2h_bytes, bytes - held);
-      bytes = held;
+      // A pre-eviction the driver overtook finds only what the device
+      // still holds; what it drops is gone, and the driver hears of both.
+      const PageMask held = device_memory_.Mapped(transfer.block) & transfer.pages;
+      const PageMask dropped = transfer.pages & ~transfer.copy;
+      // Pages still on their way (the driver's, which the engine has not
+      // heard of) land before this call runs, one thing at a time: the
+      // call takes them back too, and they are never mapped.
+      caught = CatchLanding(transfer.block, transfer.pages);
+      bytes = MaskBytes(transfer.copy & held) + MaskBytes(caught & ~dropped);
+      moved_d2h_bytes_ += bytes;
+      driver_->OnDevicePagesEvicted(transfer.block, held & transfer.copy);
+      driver_->OnDevicePagesDiscarded(transfer.block, held & ~transfer.copy);
     }
     device_memory_.Unmap(transfer.block, transfer.pages);
+    // Pages of the block still landing keep its frame.
+    if (landing_.contains(transfer.block) && device_memory_.Mapped(transfer.block).none()) {
+      arriving_.insert(transfer.block);
+    }
     ForgetIfUnmapped(transfer.block);
   } else if (options_.policy_from_user) {
     // A pre-eviction still queued for this block was decided about pages
     // it held before; pages arriving now are not what it meant to evict.
     if (queued_evictions_.contains(transfer.block)) {
-      RunStats& stats = engine_->mutable_stats();
       for (Transfer& call : calls_) {
         if (call.kind != TransferKind::kEviction || call.block != transfer.block) continue;
-        stats.d2h_bytes -= std::min(stats.d2h_bytes, MaskBytes(call.copy & transfer.pages));
         call.pages &= ~transfer.pages;
         call.copy &= ~transfer.pages;
       }
     }
+    // Only pages neither mapped nor on their way move; data exists for
+    // those the driver's books hold valid (the rest it zero-fills). With
+    // nothing to move, the transfer completes after the one bringing the
+    // block's pages, as a fault waits on a migration under way.
+    const PageMask moving =
+        transfer.pages & ~device_memory_.Mapped(transfer.block) & ~landing_[transfer.block];
+    const BlockState* books = driver_->memory_state().Find(transfer.block);
+    const PageMask invalid = books == nullptr ? PageMask() : books->invalid;
+    bytes = transfer.kind == TransferKind::kFaultMigration
+                ? MaskBytes(transfer.copy & moving)
+                : MaskBytes(moving & ~invalid);
+    moved_h2d_bytes_ += bytes;
+    moving_[transfer.id] = moving;
+    if (moving.none()) {
+      if (auto last = last_landing_.find(transfer.block); last != last_landing_.end()) {
+        after = std::max(after, last->second);
+      }
+    } else {
+      landing_[transfer.block] |= moving;
+      last_landing_[transfer.block] = transfer.id;
+    }
+    if (landing_[transfer.block].none()) landing_.erase(transfer.block);
     const bool needs_frame =
         device_memory_.Mapped(transfer.block).none() && !arriving_.contains(transfer.block);
     if (needs_frame) {
@@ -407,10 +625,14 @@ void SimBackend::Submit(const Transfer& transfer) {
         const TransferId room = EvictForRoom(transfer.block);
         if (room == 0) {
           // Every block on the device has a transfer pending: wait for one.
+          landing_[transfer.block] &= ~moving;
+          if (landing_[transfer.block].none()) landing_.erase(transfer.block);
+          moved_h2d_bytes_ -= bytes;
+          moving_.erase(transfer.id);
           waiting_for_room_.push_back(transfer);
           return;
         }
-        after = room;
+        after = std::max(after, room);
       }
       arriving_.insert(transfer.block);
     }
@@ -420,10 +642,12 @@ void SimBackend::Submit(const Transfer& transfer) {
   // asked; faults have no priority over calls.
   const TransferKind priority =
       options_.policy_from_user ? TransferKind::kFaultMigration : transfer.kind;
-  link_.Submit(LinkTransfer{transfer.id,
-                            eviction ? LinkDirection::kDeviceToHost : LinkDirection::kHostToDevice,
-                            priority, bytes, transfer.not_before, after},
-               clock_.now());
+  LinkTransfer on_link{transfer.id,
+                       eviction ? LinkDirection::kDeviceToHost : LinkDirection::kHostToDevice,
+                       priority, bytes, transfer.not_before, after};
+  // User mode: every eviction the engine asks for is a policy's call.
+  on_link.evicts_for_room = !options_.policy_from_user;
+  link_.Submit(on_link, clock_.now());
 }
 
 TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
@@ -446,8 +670,11 @@ TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
     device_memory_.Unmap(victim, pages);
     const TransferId id = next_device_transfer_++;
     device_evictions_.emplace(id, victim);
-    unreported_[victim].push_back({id, pages});
-    engine_->mutable_stats().d2h_bytes += MaskBytes(pages);
+    moved_d2h_bytes_ += MaskBytes(pages);
+    // The driver knows at once; the run's engine reads it in CUPTI's
+    // records, stamped when the write-back began.
+    driver_->OnDevicePagesEvicted(victim, pages);
+    records_.push_back(DriverRecord{clock_.now(), true, victim, pages});
     link_.Submit(LinkTransfer{id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
                               MaskBytes(pages), clock_.now(), 0},
                  clock_.now());
@@ -469,37 +696,12 @@ void SimBackend::VoidQueuedEvictions(BlockNumber block) {
     }
     // The driver evicted the block (writing back every page) before the
     // policy's call came: the call finds nothing on the device and moves
-    // nothing, so the bytes the engine booked for it never cross.
-    RunStats& stats = engine_->mutable_stats();
-    stats.d2h_bytes -= std::min(stats.d2h_bytes, it->copy_bytes());
+    // nothing.
     link_.Submit(LinkTransfer{it->id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
                               0, clock_.now(), 0},
                  clock_.now());
     ForgetQueuedEviction(block);
     it = calls_.erase(it);
-  }
-}
-
-void SimBackend::ReportDeviceEviction(BlockNumber block, TransferId id) {
-  auto it = unreported_.find(block);
-  if (it == unreported_.end()) return;
-  std::vector<UnreportedEviction>& evictions = it->second;
-  auto position = std::find_if(evictions.begin(), evictions.end(),
-                               [id](const UnreportedEviction& e) { return e.id == id; });
-  if (position == evictions.end()) return;  // reported already
-  const PageMask pages = position->pages;
-  evictions.erase(position);
-  if (evictions.empty()) unreported_.erase(it);
-  engine_->OnDevicePagesEvicted(block, pages);
-}
-
-void SimBackend::ReportDeviceEvictions(BlockNumber block) {
-  auto it = unreported_.find(block);
-  if (it == unreported_.end()) return;
-  const std::vector<UnreportedEviction> evictions = std::move(it->second);
-  unreported_.erase(it);
-  for (const UnreportedEviction& eviction : evictions) {
-    engine_->OnDevicePagesEvicted(block, eviction.pages);
   }
 }
 
@@ -524,7 +726,12 @@ void SimBackend::ForgetIfUnmapped(BlockNumber block) {
 }
 
 void SimBackend::Invalidate(BlockNumber block, const PageMask& pages) {
+  if (driver_ != nullptr) {
+    driver_->OnDevicePagesDiscarded(block, device_memory_.Mapped(block) & pages);
+    CatchLanding(block, pages);  // dropped on arrival
+  }
   device_memory_.Unmap(block, pages);
+  if (landing_.contains(block) && device_memory_.Mapped(block).none()) arriving_.insert(block);
   ForgetIfUnmapped(block);
 }
 
@@ -536,6 +743,13 @@ PageUse SimBackend::QueryUse(BlockNumber block) const {
 }
 
 void SimBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) {
+  // User mode: the driver's engine replays; the run's engine serves no
+  // fault the device waits on.
+  if (driver_ != nullptr) return;
+  ScheduleReplay(policy, block, not_before);
+}
+
+void SimBackend::ScheduleReplay(ReplayPolicy policy, BlockNumber block, Nanos not_before) {
   const ReplayEvent replay{std::max(clock_.now(), not_before), replay_sequence_++, policy,
                            block};
   // A replay that is due now happens before the engine fetches again, so a
@@ -550,10 +764,21 @@ void SimBackend::Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before
 absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
   for (const BlockState& block : engine.memory_state().blocks()) {
     // User mode: a policy call still queued when the program ended has not
-    // reached the device (nor has what waits for room).
+    // reached the device (nor has what waits for room), and faults
+    // delivered while the engine waited on a call of its own were never
+    // serviced.
     if (pending_per_block_.contains(block.number)) continue;
+    if (std::any_of(delivered_.begin(), delivered_.end(), [&](const FaultEntry& fault) {
+          return BlockOfPage(fault.page) == block.number;
+        })) {
+      continue;
+    }
     const PageMask mapped = device_memory_.Mapped(block.number);
-    if (mapped != block.resident) {
+    // User mode: the engine counts every page of a block the driver served
+    // as resident, as the cuda backend does; the device may hold fewer.
+    const bool agrees = options_.policy_from_user ? (mapped & ~block.resident).none()
+                                                  : mapped == block.resident;
+    if (!agrees) {
       return absl::InternalError(absl::StrFormat(
           "block %#x: the device maps %d pages but the engine records %d resident",
           block.number * kBlockSize, mapped.count(), block.resident.count()));
@@ -577,11 +802,25 @@ UMLAB_REGISTER_BACKEND(
             "with its own oldest-arrival victim and full write-back, the policy's calls one at a "
             "time in order: what --backend=cuda:memory=driver runs)",
             {},
-            {"driver", "user"}}},
+            {"driver", "user"}},
+           {"driver", ParamType::kString, "demand",
+            "policy_from=user: the policy that models the unmodified driver's own fault "
+            "service: demand (the faulted pages; the best fit to the H200, docs/fidelity.md) "
+            "or uvm-default (its tree prefetcher and thrashing detection)"},
+           {"flush_us", ParamType::kDouble, "1000",
+            "policy_from=user: pause between CUPTI flushes, as the cuda backend's flush_us",
+            ParamRange::Closed(0, 2000)},
+           {"flush_cost_us", ParamType::kDouble, "2000",
+            "policy_from=user: how long a CUPTI flush takes (about 2 ms on an H200); records "
+            "reach the engine when the first flush after them ends",
+            ParamRange::AtLeast(0)}},
           [](const ParamMap& params, const DeviceConfig& device,
              uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
             SimOptions options;
             options.policy_from_user = params.Choice("policy_from") == 1;
+            options.driver_policy = params.String("driver");
+            options.flush_pause_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
+            options.flush_cost_ns = static_cast<Nanos>(params.Double("flush_cost_us") * 1e3);
             return std::make_unique<SimBackend>(device, capacity_frames, options);
           },
           // Virtual time and nothing global: runs may share the process.

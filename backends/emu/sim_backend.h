@@ -15,13 +15,23 @@
 //   back only dirty pages, and the policy's prefetches and pre-evictions
 //   move as soon as the link has room, after the faults.
 // - user: from user space over an unmodified driver, as the cuda backend
-//   runs it (`--backend=cuda:memory=driver`). The device makes room for
-//   every arrival with the driver's own victim (the block that arrived
-//   longest ago) and writes back every page it holds, since the driver
-//   keeps no dirty bits; the policy's prefetches and pre-evictions are
-//   driver calls made one at a time, in order, from one host thread; and
-//   the driver does one thing at a time in the order it was asked, with no
-//   priority for faults (measured on the H200: docs/fidelity.md).
+//   runs it (`--backend=cuda:memory=driver`). The driver serves faults by
+//   itself: a second engine, with the policy that models the driver's own
+//   fault service (`driver`, by default demand: the faulted pages), fetches
+//   the fault buffer, batches, migrates and replays. The
+//   device makes room for every arrival with the driver's own victim (the
+//   block that arrived longest ago) and writes back every page it holds,
+//   since the driver keeps no dirty bits. The run's engine, with the
+//   policy, hears of the driver's work as the cuda backend does, from
+//   CUPTI's records: faulted blocks and the driver's evictions reach it only
+//   at flush instants (every `flush_us` plus the flush's own `flush_cost_us`,
+//   holding what happened up to the flush's start), and its fault service
+//   completes at once, the data being there already. The policy's
+//   prefetches and pre-evictions are driver calls made one at a time, in
+//   order, from one host thread, and cost their copy only (the driver's
+//   eviction overhead is its fault path's); and the driver does one thing
+//   at a time in the order it was asked, with no priority for faults
+//   (measured on the H200: docs/fidelity.md).
 //
 // Same program, device, capacity and policy: byte-identical results.
 #ifndef UMLAB_BACKENDS_EMU_SIM_BACKEND_H_
@@ -31,6 +41,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <memory>
 #include <queue>
 #include <string>
 #include <vector>
@@ -54,6 +65,14 @@ struct SimOptions {
   // The policy acts from user space over a modelled unmodified driver
   // (`policy_from=user`), not inside the driver.
   bool policy_from_user = false;
+  // User mode: CUPTI's delivery to the engine, as the cuda backend's
+  // flusher thread runs it (a pause of flush_us, then a flush that holds it
+  // for about 2 ms on an H200 and hands over what was recorded before it
+  // began).
+  Nanos flush_pause_ns = 1000000;
+  Nanos flush_cost_ns = 2000000;
+  // User mode: the policy spec that models the driver's own fault service.
+  std::string driver_policy = "demand";
 };
 
 class SimBackend final : public Backend {
@@ -66,6 +85,7 @@ class SimBackend final : public Backend {
   absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder) override;
   // The device's page table against the engine's view.
   absl::Status CheckConsistency(const Engine& engine) const override;
+  ~SimBackend() override;
   void SetListener(TransferListener* listener) override { listener_ = listener; }
   size_t FetchFaults(absl::Span<FaultEntry> out) override;
   void Migrate(const Transfer& transfer) override;
@@ -75,6 +95,7 @@ class SimBackend final : public Backend {
   bool MakesRoomFor(TransferKind /*arrival*/) const override {
     return options_.policy_from_user;
   }
+  bool CountsItsOwnTraffic() const override { return options_.policy_from_user; }
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
   Nanos Now() const override { return clock_.now(); }
 
@@ -186,7 +207,12 @@ class SimBackend final : public Backend {
   bool ProcessSystemEventAtOrBefore(Nanos until);
   Nanos NextSystemEventTime() const;
   void ApplyReplay(const ReplayEvent& replay);
+  // Replay on behalf of whichever engine serves the faults (Replay() is
+  // the run's engine's, which in user mode serves none).
+  void ScheduleReplay(ReplayPolicy policy, BlockNumber block, Nanos not_before);
   void Fault(uint32_t sm, PageNumber page, bool write, Picos now);
+  // The engine that serves the fault buffer: the driver's in user mode.
+  Engine& FaultServer() { return driver_ != nullptr ? *driver_ : *engine_; }
   absl::Status AdvanceIdle(Nanos until);
   // Hands a transfer to the link (user mode: the device first makes room
   // for an arriving block).
@@ -198,13 +224,18 @@ class SimBackend final : public Backend {
   // User mode: the next policy call, once the previous one has finished.
   void IssueNextCall();
   void NoteArrival(BlockNumber block);
-  // User mode: a fault on a page whose prefetch call is still queued.
-  void ServiceQueuedPrefetch(PageNumber page, Nanos now);
   void ForgetIfUnmapped(BlockNumber block);
-  // Tells the engine of a driver eviction, once: when its copy is done, or
-  // earlier (all of the block's, oldest first) if the block faults first.
-  void ReportDeviceEviction(BlockNumber block, TransferId id);
-  void ReportDeviceEvictions(BlockNumber block);
+  // User mode: the driver engine's migration (DriverPort::Migrate).
+  void SubmitDriverMigration(const Transfer& transfer);
+  // User mode: an eviction call of `pages` takes back those of them still
+  // on their way to the device; returns them.
+  PageMask CatchLanding(BlockNumber block, const PageMask& pages);
+  // User mode: the flush that starts at the next multiple of the flush
+  // period at or after `time` ends (and delivers) at this instant.
+  Nanos DeliveryTimeFor(Nanos time) const;
+  // User mode: hands the run's engine the records of everything up to
+  // `flush_start`, in time order, as the cuda backend does after a flush.
+  void DeliverRecords(Nanos flush_start);
   void ForgetQueuedEviction(BlockNumber block);
   // User mode: the driver evicted `block` while the policy's pre-evictions
   // of it were still queued; they complete having moved nothing.
@@ -253,20 +284,57 @@ class SimBackend final : public Backend {
   // The policy's calls, waiting for the host thread, and the one running.
   std::deque<Transfer> calls_;
   TransferId call_running_ = 0;
-  // Ids of the driver's own evictions (from the top of the range, so they
-  // never meet the engine's).
+  // Ids of the driver's own transfers on the link (from the top of the
+  // range, so they never meet the engine's).
   TransferId next_device_transfer_ = TransferId{1} << 62;
   // The driver's own evictions on the link, and their blocks.
   absl::flat_hash_map<TransferId, BlockNumber> device_evictions_;
-  // Driver evictions the engine has not heard of yet, per block, oldest first.
-  struct UnreportedEviction {
-    TransferId id;
-    PageMask pages;
-  };
-  absl::flat_hash_map<BlockNumber, std::vector<UnreportedEviction>> unreported_;
   // Arrivals that found every block on the device busy; retried whenever a
   // transfer finishes.
   std::deque<Transfer> waiting_for_room_;
+
+  // User mode: the driver. Its engine serves the fault buffer through the
+  // port, with the driver's fault policy; its fault migrations go on the
+  // link under ids of the device's own, mapped here to the driver engine's.
+  class DriverPort;
+  std::unique_ptr<DriverPort> driver_port_;
+  std::unique_ptr<Policy> driver_policy_;
+  std::unique_ptr<Engine> driver_;
+  absl::flat_hash_map<TransferId, TransferId> driver_migrations_;
+  // Pages each arrival on the link actually moves (those neither mapped nor
+  // already on their way when it was submitted), and per block the pages
+  // on their way and the last transfer bringing some.
+  absl::flat_hash_map<TransferId, PageMask> moving_;
+  absl::flat_hash_map<BlockNumber, PageMask> landing_;
+  absl::flat_hash_map<BlockNumber, TransferId> last_landing_;
+  // Pages an eviction call took back from an arrival still on the link.
+  absl::flat_hash_map<TransferId, PageMask> caught_;
+  // When a policy's call last landed pages in each block.
+  absl::flat_hash_map<BlockNumber, Nanos> call_arrival_;
+  // What CUPTI would record for the run's engine: blocks the driver
+  // brought in and blocks it evicted, in time order, until delivered.
+  struct DriverRecord {
+    Nanos time;
+    bool eviction;
+    BlockNumber block;
+    PageMask pages;
+  };
+  std::deque<DriverRecord> records_;
+  // Delivered faults the run's engine has yet to fetch, and its fault
+  // migrations (complete at once) waiting to be told so.
+  std::deque<FaultEntry> delivered_;
+  std::vector<TransferId> completed_now_;
+  // What the device moved, as CUPTI counts it: the run's traffic in user mode.
+  uint64_t moved_h2d_bytes_ = 0;
+  uint64_t moved_d2h_bytes_ = 0;
+  uint64_t raised_faults_ = 0;
+  // Those counts at each iteration's start, for the per-iteration figures.
+  struct DeviceCounts {
+    uint64_t h2d_bytes;
+    uint64_t d2h_bytes;
+    uint64_t faults;
+  };
+  std::vector<DeviceCounts> iteration_marks_;
 };
 
 }  // namespace umlab

@@ -3,10 +3,12 @@
 #include <cuda.h>
 #include <cupti.h>
 
+#include <cstring>
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "backends/cuda/torch/managed_pool.h"
 #include "core/execution_id.h"
 
 namespace umlab::cuda {
@@ -17,6 +19,9 @@ struct ObserverState {
   std::mutex mutex;
   CUpti_SubscriberHandle subscriber = nullptr;
   ExecutionIdTable table;
+  ExecutionIdTable tensor_table;
+  std::vector<uint32_t> tensor_sequence;
+  std::vector<uint8_t> tensor_scratch;
   // Each kernel's parameter sizes, asked of the driver once.
   absl::flat_hash_map<CUfunction, std::vector<size_t>> layouts;
   std::vector<uint32_t> sequence;
@@ -84,6 +89,18 @@ void Observe(const char* name, CUfunction function, const std::array<uint32_t, 3
   launch.shared_bytes = shared;
   launch.argument_bytes = ArgumentBytes(function, params, extra);
   state->sequence.push_back(state->table.IdOf(launch));
+  // The same launch named by its tensors: the 8-byte-aligned argument
+  // words that point into live managed memory.
+  std::vector<uint8_t>& tensors = state->tensor_scratch;
+  tensors.clear();
+  const absl::Span<const uint8_t> bytes = launch.argument_bytes;
+  for (size_t offset = 0; offset + 8 <= bytes.size(); offset += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + offset, 8);
+    if (InManagedSegment(word)) tensors.insert(tensors.end(), bytes.data() + offset, bytes.data() + offset + 8);
+  }
+  launch.argument_bytes = tensors;
+  state->tensor_sequence.push_back(state->tensor_table.IdOf(launch));
   ++state->counts.launches;
 }
 
@@ -165,7 +182,13 @@ LaunchCounts LaunchObserver::counts() const {
   std::lock_guard<std::mutex> lock(state->mutex);
   LaunchCounts counts = state->counts;
   counts.execution_ids = state->table.size();
+  counts.tensor_execution_ids = state->tensor_table.size();
   return counts;
+}
+
+std::vector<uint32_t> LaunchObserver::tensor_sequence() const {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  return state->tensor_sequence;
 }
 
 std::vector<uint32_t> LaunchObserver::sequence() const {

@@ -20,6 +20,9 @@ namespace umlab::cuda {
 struct LaunchCounts {
   uint64_t launches = 0;          // driver launch calls observed
   uint64_t execution_ids = 0;     // distinct executions among them
+  // Distinct executions when only the arguments that point into managed
+  // memory count (the tensors), not scalars such as seeds and step counts.
+  uint64_t tensor_execution_ids = 0;
   uint64_t runtime_launches = 0;  // runtime launch calls, as a cross-check
   uint64_t unsized_launches = 0;  // launches whose argument layout was unknown
 };
@@ -30,8 +33,10 @@ class LaunchObserver {
   ~LaunchObserver();
 
   LaunchCounts counts() const;
-  // The execution id of every launch so far, in launch order.
+  // The execution id of every launch so far, in launch order, as DeepUM
+  // hashes it (every argument byte) or by its tensors only.
   std::vector<uint32_t> sequence() const;
+  std::vector<uint32_t> tensor_sequence() const;
 
  private:
   LaunchObserver() = default;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 namespace umlab::cuda {
@@ -11,6 +12,7 @@ namespace {
 std::mutex pool_mutex;
 ManagedPoolCounters counters;
 uint64_t limit_bytes = UINT64_MAX;
+std::map<uint64_t, uint64_t> live_segments;  // start -> bytes
 
 }  // namespace
 
@@ -29,10 +31,19 @@ void ResetManagedPoolPeak() {
   counters.peak_live_bytes = counters.live_bytes;
 }
 
+bool InManagedSegment(uint64_t address) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  auto it = live_segments.upper_bound(address);
+  if (it == live_segments.begin()) return false;
+  --it;
+  return address - it->first < it->second;
+}
+
 }  // namespace umlab::cuda
 
 using umlab::cuda::counters;
 using umlab::cuda::limit_bytes;
+using umlab::cuda::live_segments;
 using umlab::cuda::pool_mutex;
 
 extern "C" void* umlab_malloc(long size, int device, void* /*stream*/) {
@@ -61,6 +72,7 @@ extern "C" void* umlab_malloc(long size, int device, void* /*stream*/) {
   std::lock_guard<std::mutex> lock(pool_mutex);
   ++counters.segments_allocated;
   counters.live_bytes += bytes;
+  live_segments[reinterpret_cast<uint64_t>(pointer)] = bytes;
   if (counters.live_bytes > counters.peak_live_bytes) counters.peak_live_bytes = counters.live_bytes;
   return pointer;
 }
@@ -71,4 +83,5 @@ extern "C" void umlab_free(void* pointer, long size, int /*device*/, void* /*str
   std::lock_guard<std::mutex> lock(pool_mutex);
   ++counters.segments_freed;
   counters.live_bytes -= static_cast<uint64_t>(size);
+  live_segments.erase(reinterpret_cast<uint64_t>(pointer));
 }

@@ -29,6 +29,8 @@ ManagedPoolCounters ManagedPoolSnapshot();
 void SetManagedPoolLimit(uint64_t bytes);
 // Forgets the peak: the next peak is measured from now.
 void ResetManagedPoolPeak();
+// Whether `address` lies in a live managed segment (thread-safe).
+bool InManagedSegment(uint64_t address);
 
 }  // namespace umlab::cuda
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -124,6 +125,25 @@ std::string TorchSession::Report() {
         bin.faults, bin.fault_records, bin.h2d_bytes, bin.d2h_bytes, absl::StrJoin(h2d, ", "),
         absl::StrJoin(d2h, ", "), bin.thrashing, bin.throttled_ns);
   };
+  // How often an iteration's launches repeat an execution id the previous
+  // iteration had: what DeepUM's correlation tables need (docs/torch.md).
+  // Launches of the iteration whose id the previous iteration also had.
+  struct Repeats {
+    std::vector<uint32_t> sequence;
+    absl::flat_hash_set<uint32_t> previous;
+    uint64_t Count(uint64_t first, uint64_t last) {
+      uint64_t repeated = 0;
+      absl::flat_hash_set<uint32_t> ids;
+      for (uint64_t i = first; i < last && i < sequence.size(); ++i) {
+        repeated += previous.contains(sequence[i]) ? 1 : 0;
+        ids.insert(sequence[i]);
+      }
+      previous = std::move(ids);
+      return repeated;
+    }
+  };
+  Repeats full{launches_->sequence(), {}};
+  Repeats tensors{launches_->tensor_sequence(), {}};
   Bin total;
   std::vector<std::string> iterations;
   for (size_t i = 0; i < bins_.size(); ++i) {
@@ -143,18 +163,26 @@ std::string TorchSession::Report() {
     const uint64_t end = i < marks_.size() ? marks_[i] : end_timestamp;
     const uint64_t first_launch = mark_launches_[i - 1];
     const uint64_t last_launch = i < mark_launches_.size() ? mark_launches_[i] : launches.launches;
-    iterations.push_back(absl::StrFormat("{\"time_ns\": %d, \"kernels\": %d, \"records\": %s}",
-                                         end - begin, last_launch - first_launch, bin_json(bin)));
+    const uint64_t repeated = full.Count(first_launch, last_launch);
+    const uint64_t tensor_repeated = tensors.Count(first_launch, last_launch);
+    iterations.push_back(absl::StrFormat(
+        "{\"time_ns\": %d, \"kernels\": %d, \"execution_ids\": %d, "
+        "\"repeated_ids\": %d, \"tensor_execution_ids\": %d, \"repeated_tensor_ids\": %d, "
+        "\"records\": %s}",
+        end - begin, last_launch - first_launch, full.previous.size(), repeated,
+        tensors.previous.size(), tensor_repeated, bin_json(bin)));
   }
   return absl::StrFormat(
       "{\"gpu\": %d, \"capacity_bytes\": %d, \"balloon_bytes\": %d, "
       "\"free_bytes_after_balloon\": %d, \"time_ns\": %d, \"kernels\": %d, "
-      "\"execution_ids\": %d, \"runtime_launches\": %d, \"unsized_launches\": %d, "
+      "\"execution_ids\": %d, \"tensor_execution_ids\": %d, \"runtime_launches\": %d, "
+      "\"unsized_launches\": %d, "
       "\"managed_segments\": %d, \"peak_managed_bytes\": %d, \"refused_allocations\": %d, "
       "\"dropped_records\": %d, \"records\": %s, \"iterations\": [%s]}",
       options_.gpu, options_.capacity_bytes, balloon_ ? balloon_->reserved_bytes() : 0,
       free_after_balloon_, end_timestamp - start_timestamp_, launches.launches,
-      launches.execution_ids, launches.runtime_launches, launches.unsized_launches,
+      launches.execution_ids, launches.tensor_execution_ids, launches.runtime_launches,
+      launches.unsized_launches,
       pool.segments_allocated, pool.peak_live_bytes, pool.refused, records_->dropped(),
       bin_json(total), absl::StrJoin(iterations, ", "));
 }

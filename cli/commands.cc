@@ -476,7 +476,7 @@ const std::vector<Command>& Commands() {
        "anywhere is reported (exit 1).",
        std::vector<OptionSpec>{FormatOption(TraceSummaryFormats())},
        InspectCommand},
-      {"import-g10", "--model=NAME --batch=B [--dir=DIR] --output=FILE.umt",
+      {"import-g10", "--model=NAME --batch=B [--dir=DIR] --output=FILE.umt | --list [--dir=DIR]",
        "write a G10 model's training iteration (graph + A100 kernel times) as a .umt trace",
        "Reads G10's frontend/Nets/NAME.txt and results/NAME/cudnnB*.txt; tensor sizes, "
        "kernel order and times follow G10 (see docs/workloads.md).",

@@ -1,11 +1,15 @@
 #include "cli/import_g10.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
 #include "core/trace_writer.h"
 #include "workloads/g10/g10_graph.h"
@@ -37,10 +41,53 @@ std::optional<ImportG10Failure> PositiveInt(const Arguments& args, const std::st
   return std::nullopt;
 }
 
+// `--list`: every model of DIR/frontend/Nets with the batch sizes whose
+// four cudnn files DIR/results/NAME holds.
+std::optional<ImportG10Failure> ListG10Models(const std::string& dir, std::ostream& out) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path nets = fs::path(dir) / "frontend" / "Nets";
+  if (!fs::is_directory(nets, error)) {
+    return ImportG10Failure{1, absl::StrCat("no G10 data in ", dir, ": ", nets.string(),
+                                            " is not a directory (--dir=DIR names one)")};
+  }
+  std::vector<std::string> models;
+  for (const fs::directory_entry& entry : fs::directory_iterator(nets, error)) {
+    if (entry.path().extension() == ".txt") models.push_back(entry.path().stem().string());
+  }
+  std::sort(models.begin(), models.end());
+  for (const std::string& model : models) {
+    std::vector<int> batches;
+    const fs::path results = fs::path(dir) / "results" / model;
+    for (const fs::directory_entry& entry : fs::directory_iterator(results, error)) {
+      const std::string name = entry.path().filename().string();
+      int batch = 0;
+      if (!absl::StartsWith(name, "cudnn") || !absl::EndsWith(name, ".txt") ||
+          !absl::SimpleAtoi(name.substr(5, name.size() - 9), &batch) || batch <= 0) {
+        continue;  // the time file alone names a batch; the others are checked below
+      }
+      const std::string stem = absl::StrCat("cudnn", batch);
+      bool complete = true;
+      for (const char* suffix : {"InputPF", "PF", "Workspace"}) {
+        complete = complete && fs::exists(results / absl::StrCat(stem, suffix, ".txt"), error);
+      }
+      if (complete) batches.push_back(batch);
+    }
+    std::sort(batches.begin(), batches.end());
+    out << model << ": "
+        << (batches.empty() ? std::string("no complete batch")
+                            : absl::StrCat("batch ", absl::StrJoin(batches, ", ")))
+        << "\n";
+  }
+  if (models.empty()) out << "no models in " << nets.string() << "\n";
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<OptionSpec> ImportG10Options() {
-  return {{"model", "NAME", "G10 model: frontend/Nets/NAME.txt (e.g. BERT_Base, ResNet152)"},
+  return {{"list", "", "list the models and batch sizes DIR holds, and import nothing"},
+          {"model", "NAME", "G10 model: frontend/Nets/NAME.txt (e.g. BERT_Base, ResNet152)"},
           {"batch", "B", "batch size; results/NAME/cudnnB*.txt must exist"},
           {"dir", "DIR", "G10 data directory holding frontend/ and results/", kDefaultG10Dir},
           {"output", "FILE", "the trace to write (written to FILE.tmp, then renamed)"},
@@ -55,6 +102,7 @@ std::optional<ImportG10Failure> ImportG10(const Arguments& args, std::ostream& o
   if (!args.positional().empty()) {
     return UsageError(absl::StrCat("unexpected argument '", args.positional()[0], "'"));
   }
+  if (args.Has("list")) return ListG10Models(args.GetOr("dir", kDefaultG10Dir), out);
   const std::optional<std::string> model_name = args.Get("model");
   const std::optional<std::string> output = args.Get("output");
   if (!model_name.has_value() || !args.Has("batch") || !output.has_value()) {

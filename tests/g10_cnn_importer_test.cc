@@ -1,5 +1,5 @@
 // The G10 importer on CNN graphs (PyTorch print text): the ResNet152 fixture
-// at batch 1280 against ../shared/data/g10/FORMAT.md and G10's source
+// at batch 1280 against data/g10/FORMAT.md and G10's source
 // (platformxlab/G10 src/ast.cc, src/analysis.cc), G10's block wiring on small
 // hand-checked nets, Inception-v3 and SENet-154 against the kernel counts of
 // G10's shipped per-kernel files, and one-line input errors.

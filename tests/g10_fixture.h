@@ -1,5 +1,5 @@
 // Helpers the G10 importer tests share: the fixture copied from G10's
-// artifact (tests/data/g10, see NOTICE there), private copies of it, and
+// artifact (data/g10, see NOTICE there), private copies of it, and
 // readable views of a G10Model's tensors.
 #ifndef UMLAB_TESTS_G10_FIXTURE_H_
 #define UMLAB_TESTS_G10_FIXTURE_H_
@@ -27,7 +27,7 @@ namespace umlab::g10_test {
 
 inline const std::string& FixtureDir() {
   static const std::string* dir =
-      new std::string(std::string(UMLAB_SOURCE_DIR) + "/tests/data/g10");
+      new std::string(std::string(UMLAB_SOURCE_DIR) + "/data/g10");
   return *dir;
 }
 

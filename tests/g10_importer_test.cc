@@ -1,5 +1,5 @@
 // The G10 importer on a transformer graph, against the numbers G10's
-// artifact documents (../shared/data/g10/FORMAT.md) on the BERT_Base fixture
+// artifact documents (data/g10/FORMAT.md) on the BERT_Base fixture
 // at batch 256. CNN graphs: g10_cnn_importer_test.cc.
 #include <algorithm>
 #include <cmath>
@@ -157,6 +157,26 @@ TEST(G10Importer, CorruptGraphGivesOneLineError) {
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("BERT_Base.txt:9:"));
   EXPECT_THAT(std::string(model.status().message()), Not(HasSubstr("\n")));
+}
+
+TEST(G10Importer, ListNamesEachModelWithItsCompleteBatches) {
+  // The shipped samples, which are also --list's default directory.
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::Main({"import-g10", "--list"}, out, err), cli::kExitOk) << err.str();
+  EXPECT_EQ(out.str(), "BERT_Base: batch 256\nResNet152: batch 1280\n");
+  // A batch missing one of its four files does not count.
+  const std::string dir = CopyFixture("list_incomplete");
+  std::filesystem::remove(dir + "/results/ResNet152/cudnn1280PF.txt");
+  std::ostringstream partial, partial_err;
+  EXPECT_EQ(cli::Main({"import-g10", "--list", "--dir=" + dir}, partial, partial_err),
+            cli::kExitOk);
+  EXPECT_EQ(partial.str(), "BERT_Base: batch 256\nResNet152: no complete batch\n");
+  // No G10 data there: one line, exit 1.
+  std::ostringstream none, none_err;
+  EXPECT_EQ(cli::Main({"import-g10", "--list", "--dir=" + dir + "/results"}, none, none_err),
+            cli::kExitFailure);
+  EXPECT_EQ(CountLines(none_err.str()), 1) << none_err.str();
+  EXPECT_THAT(none_err.str(), HasSubstr("is not a directory"));
 }
 
 TEST(G10Importer, MissingBatchNamesTheShippedOnes) {

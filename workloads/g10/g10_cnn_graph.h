@@ -5,7 +5,7 @@
 // (UserBlock::Analysis: the residual and branch structure G10 hard-codes by
 // block name), and src/analysis.cc (layer_pre_pass_datasize,
 // layer_first_pass_dataflow, layer_second_pass_scheduling_kernels). The format is summarised in
-// ../shared/data/g10/FORMAT.md; the loader is g10_graph.h.
+// data/g10/FORMAT.md; the loader is g10_graph.h.
 //
 // Every printed operator (Conv2d, ReLU, MaxPool2d, AdaptiveAvgPool2d, Linear,
 // Dropout, BatchNorm2d) is one layer, chained to the layer printed before it.

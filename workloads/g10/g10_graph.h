@@ -4,7 +4,7 @@
 // A100 40 GB. Tensor sizes, creation order and kernel order follow G10's own
 // source (src/ast.cc, src/analysis.cc, src/main.cc), so tensor and kernel ids
 // line up with G10's logs and with line i of each cudnn file. The formats are
-// described in ../shared/data/g10/FORMAT.md and docs/workloads.md.
+// described in data/g10/FORMAT.md and docs/workloads.md.
 //
 // Both of G10's graph kinds load:
 //   - transformer graphs (G10's `is_transformer` token stream: BERT_Base,

@@ -2,7 +2,7 @@
 // frontend/Nets/BERT_Base.txt (and ViT), turned into tensors and kernels
 // exactly as G10's src/ast.cc (transformer_parse) and src/analysis.cc
 // (transformer_op_datalow_pass, transformer_scheduling_kernels) do. The file
-// format is in ../shared/data/g10/FORMAT.md; the loader is g10_graph.h.
+// format is in data/g10/FORMAT.md; the loader is g10_graph.h.
 #ifndef UMLAB_WORKLOADS_G10_G10_TRANSFORMER_GRAPH_H_
 #define UMLAB_WORKLOADS_G10_G10_TRANSFORMER_GRAPH_H_
 

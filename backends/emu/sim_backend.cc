@@ -798,8 +798,9 @@ UMLAB_REGISTER_BACKEND(
     sim, {"sim", "deterministic virtual time over the device model (no GPU, no real faults)",
           {{"policy_from", ParamType::kString, "driver",
             "where the policy acts: driver (inside the driver's fault handler, as DeepUM's "
-            "kernel module) or user (from user space over an unmodified driver that makes room "
-            "with its own oldest-arrival victim and full write-back, the policy's calls one at a "
+            "kernel module) or user (from user space over an unmodified driver that serves "
+            "faults by itself, makes room with its own oldest-arrival victim and full "
+            "write-back, and is heard of through CUPTI's flushes; the policy's calls one at a "
             "time in order: what --backend=cuda:memory=driver runs)",
             {},
             {"driver", "user"}},

@@ -4,11 +4,7 @@
 # seed corpus. Fails on any crash, leak, timeout or out-of-memory; prints the
 # executions per target. Needs clang and libclang-rt (scripts/setup.sh --fuzz).
 #
-#   scripts/fuzz.sh [--build DIR] [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 300 trace_file
-#
-# --build DIR fuzzes with the targets of an existing build configured with
-# UMLAB_FUZZ=ON, such as scripts/test.sh --sanitize's build-asan (Debug, so
-# each target runs fewer inputs per second than in build-fuzz's -O2).
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 300 trace_file
 #
 # UMLAB_FUZZ_WORKERS="trace_file:6 g10_graph:2" runs that many independent
 # fuzzers on a target (each its own corpus copy and seed) and adds up their
@@ -16,19 +12,6 @@
 # executions per target in about 9 minutes (docs/fuzzing.md).
 set -euo pipefail
 
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="$root/build-fuzz"
-configure=1
-if [ "${1:-}" = --build ]; then
-  if [ -z "${2:-}" ] || ! grep -q '^UMLAB_FUZZ:BOOL=ON' "$2/CMakeCache.txt" 2>/dev/null; then
-    echo "fuzz.sh: --build needs a build directory configured with -DUMLAB_FUZZ=ON" \
-      "(scripts/test.sh --sanitize makes build-asan), not '${2:-}'" >&2
-    exit 2
-  fi
-  build="$(cd "$2" && pwd)"
-  configure=0
-  shift 2
-fi
 seconds="${1:-60}"
 shift || true
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -eq 0 ]; then
@@ -36,6 +19,8 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -eq 0 ]; then
   exit 2
 fi
 
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="$root/build-fuzz"
 fuzz_dir="$root/tests/fuzz"
 # Limits (docs/fuzzing.md): memory per process (libFuzzer also fails any single
 # allocation above it), seconds per input, and input size per target.
@@ -64,12 +49,10 @@ for target in "${targets[@]}"; do
   fi
 done
 
-if [ "$configure" -eq 1 ]; then
-  launcher=()
-  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON \
-    -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF -DBUILD_TESTING=OFF -DUMLAB_WERROR=ON "${launcher[@]}" >/dev/null
-fi
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON \
+  -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF -DBUILD_TESTING=OFF -DUMLAB_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build "$build" --target "${targets[@]/%/_fuzz}"
 
 scratch="$(mktemp -d)"

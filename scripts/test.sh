@@ -5,19 +5,14 @@
 #   scripts/test.sh --release       Release (-O3) in build-release/: everything but the
 #                                   GoogleTest programs, then the policy regression suite and
 #                                   the README's main job on the -O3 binary
-#   scripts/test.sh --sanitize      AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
-#                                   with clang; the libFuzzer targets are built there too, so
-#                                   `scripts/fuzz.sh --build build-asan` fuzzes without a build
-#                                   of its own
+#   scripts/test.sh --sanitize      AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/
 #   scripts/test.sh --tsan          ThreadSanitizer in build-tsan/, only the tests labelled
 #                                   `threads` (tests/CMakeLists.txt lists them)
 # ccache is used when it is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-setup_option=()
-[ "${1:-}" = --sanitize ] && setup_option=(--fuzz)  # clang and libFuzzer
-scripts/setup.sh "${setup_option[@]}"
+scripts/setup.sh
 
 build=build
 extra=()
@@ -42,13 +37,9 @@ case "${1:-}" in
   --sanitize)
     build=build-asan
     # Benchmarks are speed, not behaviour, and the cuda backend cannot run
-    # without a GPU: neither is worth a sanitized build. Built with clang and
-    # libFuzzer's coverage instrumentation (UMLAB_FUZZ), so the same objects
-    # serve the test suite and the fuzz targets: CI compiled every library a
-    # fifth time for fuzzing alone, about four minutes on two cores. GCC's
-    # warnings stay checked by the default and Release builds.
-    extra=(-DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON -DUMLAB_SANITIZE=address,undefined
-           -DUMLAB_BENCH=OFF -DUMLAB_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug)
+    # without a GPU: neither is worth a sanitized build.
+    extra=(-DUMLAB_SANITIZE=address,undefined -DUMLAB_BENCH=OFF -DUMLAB_CUDA=OFF
+           -DCMAKE_BUILD_TYPE=Debug)
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     ;;
@@ -71,12 +62,6 @@ if command -v ccache >/dev/null; then
   extra+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 
-if [ "$build" = build-asan ] && [ -f "$build/CMakeCache.txt" ] &&
-   ! grep -q '^UMLAB_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
-  # A build-asan/ configured with GCC, before it moved to clang: CMake cannot
-  # switch the compiler of an existing cache.
-  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
-fi
 cmake -S . -B "$build" -G Ninja -DUMLAB_WERROR=ON "${extra[@]}" >/dev/null
 cmake --build "$build" "${targets[@]}"
 if [ "$release_checks" -eq 1 ]; then

@@ -355,9 +355,7 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
           // brought are mapped by that one.
           pages = moving->second;
           moving_.erase(moving);
-          PageMask& landing = landing_[transfer.block];
-          landing &= ~pages;
-          if (landing.none()) landing_.erase(transfer.block);
+          ForgetLanding(transfer.block, pages);
           if (auto last = last_landing_.find(transfer.block);
               last != last_landing_.end() && last->second == id) {
             last_landing_.erase(last);
@@ -506,9 +504,7 @@ void SimBackend::Migrate(const Transfer& transfer) {
 }
 
 PageMask SimBackend::CatchLanding(BlockNumber block, const PageMask& pages) {
-  auto landing = landing_.find(block);
-  if (landing == landing_.end()) return PageMask();
-  const PageMask caught = landing->second & pages;
+  const PageMask caught = Landing(block) & pages;
   if (caught.none()) return caught;
   for (auto& [id, moving] : moving_) {
     const PageMask lost = moving & caught;
@@ -516,9 +512,24 @@ PageMask SimBackend::CatchLanding(BlockNumber block, const PageMask& pages) {
     moving &= ~lost;
     caught_[id] |= lost;
   }
-  landing->second &= ~caught;
-  if (landing->second.none()) landing_.erase(landing);
+  ForgetLanding(block, caught);
   return caught;
+}
+
+PageMask SimBackend::Landing(BlockNumber block) const {
+  auto landing = landing_.find(block);
+  return landing == landing_.end() ? PageMask() : landing->second;
+}
+
+void SimBackend::ForgetLanding(BlockNumber block, const PageMask& pages) {
+  auto landing = landing_.find(block);
+  if (landing == landing_.end()) return;
+  landing->second &= ~pages;
+  if (landing->second.none()) landing_.erase(landing);
+}
+
+void SimBackend::KeepFrameWhileLanding(BlockNumber block) {
+  if (landing_.contains(block) && device_memory_.Mapped(block).none()) arriving_.insert(block);
 }
 
 void SimBackend::SubmitDriverMigration(const Transfer& transfer) {
@@ -580,9 +591,7 @@ void SimBackend::Submit(const Transfer& transfer) {
     }
     device_memory_.Unmap(transfer.block, transfer.pages);
     // Pages of the block still landing keep its frame.
-    if (landing_.contains(transfer.block) && device_memory_.Mapped(transfer.block).none()) {
-      arriving_.insert(transfer.block);
-    }
+    KeepFrameWhileLanding(transfer.block);
     ForgetIfUnmapped(transfer.block);
   } else if (options_.policy_from_user) {
     // A pre-eviction still queued for this block was decided about pages
@@ -599,7 +608,7 @@ void SimBackend::Submit(const Transfer& transfer) {
     // nothing to move, the transfer completes after the one bringing the
     // block's pages, as a fault waits on a migration under way.
     const PageMask moving =
-        transfer.pages & ~device_memory_.Mapped(transfer.block) & ~landing_[transfer.block];
+        transfer.pages & ~device_memory_.Mapped(transfer.block) & ~Landing(transfer.block);
     const BlockState* books = driver_->memory_state().Find(transfer.block);
     const PageMask invalid = books == nullptr ? PageMask() : books->invalid;
     bytes = transfer.kind == TransferKind::kFaultMigration
@@ -615,7 +624,6 @@ void SimBackend::Submit(const Transfer& transfer) {
       landing_[transfer.block] |= moving;
       last_landing_[transfer.block] = transfer.id;
     }
-    if (landing_[transfer.block].none()) landing_.erase(transfer.block);
     const bool needs_frame =
         device_memory_.Mapped(transfer.block).none() && !arriving_.contains(transfer.block);
     if (needs_frame) {
@@ -625,8 +633,7 @@ void SimBackend::Submit(const Transfer& transfer) {
         const TransferId room = EvictForRoom(transfer.block);
         if (room == 0) {
           // Every block on the device has a transfer pending: wait for one.
-          landing_[transfer.block] &= ~moving;
-          if (landing_[transfer.block].none()) landing_.erase(transfer.block);
+          ForgetLanding(transfer.block, moving);
           moved_h2d_bytes_ -= bytes;
           moving_.erase(transfer.id);
           waiting_for_room_.push_back(transfer);
@@ -731,7 +738,7 @@ void SimBackend::Invalidate(BlockNumber block, const PageMask& pages) {
     CatchLanding(block, pages);  // dropped on arrival
   }
   device_memory_.Unmap(block, pages);
-  if (landing_.contains(block) && device_memory_.Mapped(block).none()) arriving_.insert(block);
+  KeepFrameWhileLanding(block);
   ForgetIfUnmapped(block);
 }
 

@@ -230,6 +230,11 @@ class SimBackend final : public Backend {
   // User mode: an eviction call of `pages` takes back those of them still
   // on their way to the device; returns them.
   PageMask CatchLanding(BlockNumber block, const PageMask& pages);
+  // User mode: the block's pages on their way to the device; forgetting
+  // some of them; and keeping an unmapped block's frame while pages land.
+  PageMask Landing(BlockNumber block) const;
+  void ForgetLanding(BlockNumber block, const PageMask& pages);
+  void KeepFrameWhileLanding(BlockNumber block);
   // User mode: the flush that starts at the next multiple of the flush
   // period at or after `time` ends (and delivers) at this instant.
   Nanos DeliveryTimeFor(Nanos time) const;

@@ -66,6 +66,7 @@ Json RunScalars(const RunResult& run) {
       {"budget_overshoot_mean_bytes", s.budget_overshoot_mean_bytes},
       {"fault_records", s.fault_records},
       {"dropped_records", s.dropped_records},
+      {"stale_eviction_records", s.stale_eviction_records},
       {"thrashing_detections", s.thrashing_detections},
       {"throttled_ns", static_cast<uint64_t>(s.throttled_ns)},
   };

@@ -63,6 +63,9 @@ struct RunStats {
   uint64_t budget_overshoot_mean_bytes = 0;
   uint64_t fault_records = 0;       // profiler records the faults came in (cuda)
   uint64_t dropped_records = 0;     // profiler records lost under load (cuda)
+  // Driver eviction records that began before one of the policy's
+  // prefetches refilled the block, and were not applied (cuda).
+  uint64_t stale_eviction_records = 0;
   // The driver's own heuristics (cuda): regions it found thrashing, and the
   // time it held faults back on them (summed over its throttling records).
   uint64_t thrashing_detections = 0;

@@ -101,8 +101,11 @@ CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
 absl::Status CudaBackend::Initialise() {
   // Times in ns since the run's start on CUPTI's clock; -1 where CUPTI
   // gives none. program_address is -1 outside the program's memory.
-  if (absl::Status s = OpenCsvLog(options_.record_log, "records",
-                                  "kind,cause,address,program_address,value,start_ns,end_ns\n",
+  // delivered_ns: when the engine thread took the record; outcome: what a
+  // driver eviction did to the engine's books (DriverEvictionOutcome).
+  if (absl::Status s = OpenCsvLog(
+          options_.record_log, "records",
+          "kind,cause,address,program_address,value,start_ns,end_ns,delivered_ns,outcome\n",
                                   record_log_);
       !s.ok()) {
     return s;
@@ -286,7 +289,7 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   plan_ = std::move(*plan);
   // CUPTI reports unified-memory activity only for managed memory allocated
   // after it starts: it must come before Prepare.
-  absl::StatusOr<std::unique_ptr<CuptiFaultStream>> cupti = CuptiFaultStream::Start(options_.gpu);
+  absl::StatusOr<std::unique_ptr<CuptiFaultStream>> cupti = CuptiFaultStream::Start(options_.gpu, options_.record_buffer_bytes);
   if (!cupti.ok()) return cupti.status();
   cupti_ = std::move(*cupti);
   if (absl::Status s = Prepare(); !s.ok()) return s;
@@ -308,7 +311,7 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   // two instead of whenever a buffer fills.
   std::thread flusher([this] {
     while (!flusher_done_.load() && !stopping()) {
-      cupti_->Flush();
+      cupti_->Flush(options_.forced_flush);
       std::this_thread::sleep_for(std::chrono::nanoseconds(options_.flush_interval_ns));
     }
   });
@@ -438,17 +441,35 @@ void CudaBackend::ServeEngine() {
 }
 
 void CudaBackend::LogRecord(const UnifiedMemoryRecord& record,
-                            const std::optional<uint64_t>& program) {
+                            const std::optional<uint64_t>& program, uint64_t delivered_ns,
+                            const char* outcome) {
   if (record_log_ == nullptr) return;
   const auto since_start = [this](uint64_t t) -> int64_t {
     return t == 0 ? -1 : static_cast<int64_t>(t - cupti_start_);
   };
-  std::fprintf(record_log_.get(), "%s,%s,0x%llx,%lld,%llu,%lld,%lld\n", KindName(record.kind),
-               CauseName(record.cause), static_cast<unsigned long long>(record.address),
+  std::fprintf(record_log_.get(), "%s,%s,0x%llx,%lld,%llu,%lld,%lld,%lld,%s\n",
+               KindName(record.kind), CauseName(record.cause),
+               static_cast<unsigned long long>(record.address),
                program.has_value() ? static_cast<long long>(*program) : -1LL,
                static_cast<unsigned long long>(record.value),
                static_cast<long long>(since_start(record.start_ns)),
-               static_cast<long long>(since_start(record.end_ns)));
+               static_cast<long long>(since_start(record.end_ns)),
+               static_cast<long long>(since_start(delivered_ns)), outcome);
+}
+
+const char* CudaBackend::ApplyDriverEviction(BlockNumber block, uint64_t began_ns) {
+  // Read after the policy refilled the block: it tells of pages the engine
+  // has seen come back, not of the pages there now.
+  if (RefilledSince(block, began_ns)) {
+    ++stale_evictions_;
+    return "stale";
+  }
+  const BlockState* state = engine_->memory_state().Find(block);
+  if (state == nullptr || !state->has_frame) return "not_resident";
+  // The engine's own transfer of the block is under way (Engine::OnDeviceEvicted).
+  if (state->transfers_in_flight > 0) return "in_flight";
+  engine_->OnDeviceEvicted(block);
+  return "applied";
 }
 
 size_t CudaBackend::IterationOf(uint64_t cupti_timestamp) const {
@@ -480,10 +501,14 @@ absl::Status CudaBackend::Poll(bool flush) {
     const BlockNumber last = BlockOfAddress(address + bytes - 1);
     for (BlockNumber block = BlockOfAddress(address); block <= last; ++block) visit(block);
   };
+  const uint64_t delivered = record_log_ != nullptr ? CuptiFaultStream::Timestamp() : 0;
   for (const UnifiedMemoryRecord& record : records_) {
     Bin& bin = bins_[std::min(IterationOf(record.start_ns), bins_.size() - 1)];
     const std::optional<uint64_t> address = segments_.ToProgram(record.address);
-    LogRecord(record, address);
+    // A device-to-host record is logged with what it did to the books.
+    if (record.kind != UnifiedMemoryRecord::Kind::kBytesDeviceToHost) {
+      LogRecord(record, address, delivered, "");
+    }
     switch (record.kind) {
       case UnifiedMemoryRecord::Kind::kThrashing:
         ++thrashing_detections_;
@@ -505,16 +530,20 @@ absl::Status CudaBackend::Poll(bool flush) {
           });
         }
         continue;
-      case UnifiedMemoryRecord::Kind::kBytesDeviceToHost:
+      case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
         bin.d2h += record.value;
         // The driver's own evictions; what the engine evicted comes back
         // with cause user and the engine has let go of it already.
+        const char* outcome = "";
         if (options_.memory == MemoryMode::kDriver && address.has_value() && record.value > 0 &&
             record.cause != UnifiedMemoryRecord::Cause::kUser) {
-          for_each_block(*address, record.value,
-                         [&](BlockNumber block) { engine_->OnDeviceEvicted(block); });
+          for_each_block(*address, record.value, [&](BlockNumber block) {
+            outcome = ApplyDriverEviction(block, record.start_ns);
+          });
         }
+        LogRecord(record, address, delivered, outcome);
         continue;
+      }
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
     }
@@ -574,6 +603,7 @@ void CudaBackend::DeliverCompletions() {
     }
     finished_.clear();
     issuer_->CollectFinished(finished_);
+    if (!finished_.empty()) NoteRefills(finished_);
     for (TransferId id : finished_) listener_->OnTransferComplete(id);
     progress = progress || !finished_.empty();
     if (!faults_.empty() && !engine_->servicing()) {
@@ -603,7 +633,26 @@ void CudaBackend::Migrate(const Transfer& transfer) {
     completed_now_.push_back(transfer.id);
     return;
   }
+  prefetching_.emplace(transfer.id, transfer.block);
   issuer_->Submit({transfer.id, {}, Spans(transfer.block, transfer.pages), true});
+}
+
+void CudaBackend::NoteRefills(const std::vector<TransferId>& finished) {
+  // An upper bound on when each finished: now, on CUPTI's clock. A driver
+  // eviction that began between the prefetch's true end and now is taken
+  // for a stale one; the window is one poll (poll_us) wide.
+  const uint64_t now = CuptiFaultStream::Timestamp();
+  for (TransferId id : finished) {
+    auto prefetch = prefetching_.find(id);
+    if (prefetch == prefetching_.end()) continue;
+    refilled_at_[prefetch->second] = now;
+    prefetching_.erase(prefetch);
+  }
+}
+
+bool CudaBackend::RefilledSince(BlockNumber block, uint64_t cupti_timestamp) const {
+  auto refilled = refilled_at_.find(block);
+  return refilled != refilled_at_.end() && refilled->second > cupti_timestamp;
 }
 
 void CudaBackend::Evict(const Transfer& transfer) {
@@ -642,6 +691,7 @@ void CudaBackend::FillStatistics() {
   stats.thrashing_detections = thrashing_detections_;
   stats.throttled_ns = static_cast<Nanos>(throttled_ns_);
   stats.dropped_records = cupti_->dropped();
+  stats.stale_eviction_records = stale_evictions_;
   stats.dropped_faults = faults_.dropped();
   uint64_t faults = 0, h2d = 0, d2h = 0;
   for (const Bin& bin : bins_) {
@@ -727,6 +777,11 @@ UMLAB_REGISTER_BACKEND(
        "pause between CUPTI flushes (each takes about 2 ms), from a thread of their own; at "
        "most 2000, since the driver drops records CUPTI is slow to collect",
        ParamRange::Closed(0, 2000)},
+      {"forced_flush", ParamType::kBool, "false",
+       "flush CUPTI's buffers still being filled too, not only completed ones"},
+      {"buffer_kb", ParamType::kInt, "64",
+       "size of each CUPTI record buffer; a full buffer is handed over without a flush",
+       ParamRange::Closed(4, 1 << 16)},
       {"records", ParamType::kString, "",
        "write every CUPTI unified-memory record (faults, transfers with their cause, the "
        "driver's thrashing and throttling) to this CSV file"},
@@ -742,6 +797,8 @@ UMLAB_REGISTER_BACKEND(
        options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
        options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
        options.record_log = params.String("records");
+       options.forced_flush = params.Bool("forced_flush");
+       options.record_buffer_bytes = static_cast<size_t>(params.Int("buffer_kb")) << 10;
        options.kernel_log = params.String("kernels");
        options.driver_room_for_prefetches = params.Choice("room") == 0;  // "all"
        absl::StatusOr<std::unique_ptr<CudaBackend>> backend =

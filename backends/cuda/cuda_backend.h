@@ -63,6 +63,9 @@ struct CudaOptions {
   // costs about 2 ms on an H200: from the polling loop, flushing every 2 ms
   // made a run 20x slower).
   Nanos flush_interval_ns = 1000000;
+  // Whether a flush also hands over buffers still being filled.
+  bool forced_flush = false;
+  size_t record_buffer_bytes = 64 << 10;  // each CUPTI record buffer
   // When set, every CUPTI unified-memory record of the run is written here
   // as CSV (what the driver did: faults, transfers and their causes,
   // thrashing, throttling).
@@ -127,11 +130,23 @@ class CudaBackend final : public Backend {
   // finished transfers back to it.
   absl::Status Poll(bool flush);
   void DeliverCompletions();
+  // Stamps the blocks of the policy's finished prefetches (refilled_at_).
+  void NoteRefills(const std::vector<TransferId>& finished);
+  // Whether a policy's prefetch refilled `block` after `cupti_timestamp`.
+  bool RefilledSince(BlockNumber block, uint64_t cupti_timestamp) const;
   // The managed memory behind `pages` of `block`, one span per run.
   std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
   size_t IterationOf(uint64_t cupti_timestamp) const;
   // `program` is the record's address in the program, if it is the program's.
-  void LogRecord(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program);
+  // `delivered_ns` is when the engine thread took it; `outcome` what a
+  // driver eviction did to the engine's books.
+  void LogRecord(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program,
+                 uint64_t delivered_ns, const char* outcome);
+  // Applies a driver eviction record of `block` that began at `began_ns`
+  // (CUPTI's clock) to the engine's books, unless it is stale or the block
+  // is not the engine's to lose. Says which: "applied", "stale",
+  // "not_resident" or "in_flight".
+  const char* ApplyDriverEviction(BlockNumber block, uint64_t began_ns);
   void FillStatistics();
   void LogKernels();
   // The replay kernel's issuers and step for one kernel (core/access_pace.h).
@@ -166,6 +181,13 @@ class CudaBackend final : public Backend {
   std::unique_ptr<TransferIssuer> issuer_;  // lives for one run
   std::vector<TransferId> completed_now_;
   std::vector<TransferId> finished_;
+  // The policy's prefetches under way, by id: the block each one fills.
+  absl::flat_hash_map<TransferId, BlockNumber> prefetching_;
+  // Per block, when (CUPTI's clock) the engine last heard that one of the
+  // policy's prefetches into it had finished. A driver eviction record
+  // that began before that is stale: the prefetch has refilled the block
+  // since, and the engine already counts it resident.
+  absl::flat_hash_map<BlockNumber, uint64_t> refilled_at_;
 
   // Device memory: every kernel's ranges, and its counters (zeroed).
   DeviceRange* device_ranges_ = nullptr;
@@ -188,6 +210,7 @@ class CudaBackend final : public Backend {
   std::vector<Bin> bins_;
   uint64_t fault_records_ = 0;
   uint64_t thrashing_detections_ = 0;
+  uint64_t stale_evictions_ = 0;
   uint64_t throttled_ns_ = 0;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> record_log_{nullptr, &std::fclose};
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> kernel_log_{nullptr, &std::fclose};

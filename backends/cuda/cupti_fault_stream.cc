@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cupti.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -14,8 +15,8 @@ namespace {
 
 // Small buffers: CUPTI hands a buffer over as soon as it is full, so records
 // reach the engine without a flush, and a flush (about 2 ms on an H200) is
-// needed only rarely.
-constexpr size_t kBufferBytes = 64 << 10;
+// needed only rarely. Set by Start.
+std::atomic<size_t> buffer_bytes{64 << 10};
 
 // CUPTI calls back into plain functions, so the gathered records live here.
 std::mutex records_mutex;
@@ -24,8 +25,9 @@ std::atomic<uint64_t> dropped_records{0};
 std::atomic<bool> active{false};
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-  *size = *buffer == nullptr ? 0 : kBufferBytes;
+  const size_t bytes = buffer_bytes.load();
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, bytes));
+  *size = *buffer == nullptr ? 0 : bytes;
   *max_records = 0;
 }
 
@@ -111,10 +113,13 @@ const char* CauseName(UnifiedMemoryRecord::Cause cause) {
   return "";
 }
 
-absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int device) {
+absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int device,
+                                                                         size_t buffer_size) {
   if (active.exchange(true)) {
     return absl::FailedPreconditionError("only one CUPTI fault stream may run at a time");
   }
+  // aligned_alloc wants a multiple of the alignment.
+  buffer_bytes = std::max<size_t>(4096, buffer_size / 8 * 8);
   {
     std::lock_guard<std::mutex> lock(records_mutex);
     records = new std::vector<UnifiedMemoryRecord>();
@@ -161,7 +166,9 @@ CuptiFaultStream::~CuptiFaultStream() {
   active = false;
 }
 
-void CuptiFaultStream::Flush() { cuptiActivityFlushAll(0); }
+void CuptiFaultStream::Flush(bool forced) {
+  cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
 
 void CuptiFaultStream::Drain(std::vector<UnifiedMemoryRecord>& out) {
   std::lock_guard<std::mutex> lock(records_mutex);

@@ -49,11 +49,15 @@ class CuptiFaultStream {
  public:
   // Needs a live CUDA context on `device` (CUPTI returns NOT_READY before).
   // Only one stream may exist at a time.
-  static absl::StatusOr<std::unique_ptr<CuptiFaultStream>> Start(int device);
+  // CUPTI fills buffers of `buffer_size` bytes and hands each over when it
+  // is full or flushed.
+  static absl::StatusOr<std::unique_ptr<CuptiFaultStream>> Start(int device,
+                                                                 size_t buffer_size = 64 << 10);
   ~CuptiFaultStream();
 
-  // Asks CUPTI to hand over every completed buffer now.
-  void Flush();
+  // Asks CUPTI to hand over every completed buffer now; `forced` also the
+  // buffers still being filled, with whatever records they hold.
+  void Flush(bool forced = false);
   // Appends the records gathered so far to `out`.
   void Drain(std::vector<UnifiedMemoryRecord>& out);
   // Records CUPTI reports it lost (it drops them when faults are dense).

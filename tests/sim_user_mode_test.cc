@@ -131,8 +131,10 @@ TEST(SimUserModeTest, TheEngineHearsOfTheDriversWorkWhenCuptiIsFlushed) {
   // reaches the engine when that flush ends. The fault comes at time 0 (the
   // test device has no launch gap), so the flush that starts then hands it
   // over at 2 ms.
+  // (Records collected from the driver at once: collection is the next test's.)
+  const SimOptions kCollectedAtOnce{.policy_from_user = true, .collect_period_ns = 0};
   HearsFaults late;
-  const SimRun run = RunOnSim(p, 1, late, TestDevice(), ReplayPolicy::kBatch, kUserMode);
+  const SimRun run = RunOnSim(p, 1, late, TestDevice(), ReplayPolicy::kBatch, kCollectedAtOnce);
   ASSERT_TRUE(run.status.ok()) << run.status;
   // Every page of the block per flush that saw the driver bring some in:
   // two batches of 256 entries each time, always as a flush ends.
@@ -143,13 +145,49 @@ TEST(SimUserModeTest, TheEngineHearsOfTheDriversWorkWhenCuptiIsFlushed) {
 
   // Records delivered at once: the engine hears when the driver starts.
   const SimOptions kImmediate{.policy_from_user = true, .flush_pause_ns = 0,
-                                  .flush_cost_ns = 0};
+                              .flush_cost_ns = 0, .collect_period_ns = 0};
   HearsFaults prompt;
   const SimRun now = RunOnSim(p, 1, prompt, TestDevice(), ReplayPolicy::kBatch, kImmediate);
   ASSERT_TRUE(now.status.ok()) << now.status;
   ASSERT_FALSE(prompt.heard.empty());
   EXPECT_LT(prompt.heard[0], 100'000);
   EXPECT_EQ(now.stats.time_ns, run.stats.time_ns);  // the GPU's side is the same
+}
+
+// Remembers when the engine first heard of a fault on one block.
+class HearsOfBlock final : public Policy {
+ public:
+  explicit HearsOfBlock(BlockNumber block) : block_(block) {}
+  void OnFaultBatch(const FaultBatch& batch) override {
+    for (const FaultedBlock& faulted : batch.blocks) {
+      if (faulted.block == block_ && heard < 0) heard = context().now();
+    }
+  }
+  Nanos heard = -1;
+
+ private:
+  BlockNumber block_;
+};
+
+TEST(SimUserModeTest, AFlushHandsOverOnlyWhatCuptiHasCollected) {
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  p.Kernel(1, 5'000'000, {0}, true);   // faults at 0, then computes 5 ms
+  p.Kernel(2, 40'000'000, {1}, true);  // faults at about 5 ms, then computes on
+  // CUPTI collects the driver's records every 16 ms; flushes start every
+  // 3 ms and deliver 2 ms later. Block 1's fault waits for the collection
+  // at 16 ms and the flush that starts at 18 ms: the engine hears of it at
+  // 20 ms. With records collected at once, the flush starting at 6 ms hands
+  // it over at 8 ms.
+  const auto heard = [&](Nanos collect_period) {
+    const SimOptions options{.policy_from_user = true, .collect_period_ns = collect_period};
+    HearsOfBlock policy(BlockOfAddress(ProgramBuilder::BlockAddress(1)));
+    const SimRun run = RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, options);
+    EXPECT_TRUE(run.status.ok()) << run.status;
+    return policy.heard;
+  };
+  EXPECT_EQ(heard(16'000'000), 20'000'000);
+  EXPECT_EQ(heard(0), 8'000'000);
 }
 
 TEST(SimUserModeTest, EveryPolicyKeepsTheBooksStraightOnAModel) {

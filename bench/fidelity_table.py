@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns the output of bench/fidelity.sh into the tables of docs/fidelity.md.
 
-  bench/fidelity_table.py OUT_DIR [--mode driver|engine ...]
+  bench/fidelity_table.py OUT_DIR [--mode driver|engine ...] [--repeat DIR ...]
 
 For every workload and capacity it pairs the cuda backend's runs (measured)
 with the sim's (predicted) and prints, per policy, time, h2d and d2h bytes
@@ -9,6 +9,12 @@ and faulted blocks with the prediction's error, whether the policies rank the
 same way on both sides, and deepum's speedup over demand next to DeepUM's
 published 3.06x. A summary line per mode gives the median and worst time
 error. Errors are (predicted - measured) / measured.
+
+With --repeat, each further directory holds the same cuda runs again (the
+sim's are taken from OUT_DIR). A measured quantity is then the median over
+all runs, and two more columns give the GPU's own spread per case, (max -
+min) / median of time and of d2h bytes: an error smaller than the spread is
+within the GPU's noise.
 """
 import argparse
 import glob
@@ -31,6 +37,28 @@ def load(path):
         sys.exit(f"{path}: JSON contract version {version} is newer than this script reads "
                  f"(up to {CONTRACT_MAJOR}.x); use the bench/ of the umlab that wrote it")
     return {run["policy"]: run for run in document["runs"]}
+
+
+# The measured quantities a table row uses, taken as the median over repeats.
+MEASURED_FIELDS = ("time_ns", "h2d_bytes", "d2h_bytes", "faulted_blocks")
+
+
+def merge_repeats(runs_per_repeat):
+    """One run per policy: the first run's, its MEASURED_FIELDS the medians
+    over the repeats; plus each policy's spread of time and d2h bytes."""
+    merged, spread = {}, {}
+    for policy, first in runs_per_repeat[0].items():
+        runs = [repeat[policy] for repeat in runs_per_repeat if policy in repeat]
+        merged[policy] = dict(first)
+        for field in MEASURED_FIELDS:
+            merged[policy][field] = statistics.median(run[field] for run in runs)
+
+        def relative_range(field):
+            values = [run[field] for run in runs]
+            middle = statistics.median(values)
+            return (max(values) - min(values)) / middle if middle else 0.0
+        spread[policy] = (relative_range("time_ns"), relative_range("d2h_bytes"))
+    return merged, spread
 
 
 def error(predicted, measured):
@@ -74,6 +102,9 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--mode", action="append", default=None,
                         help="cuda memory modes to report (default: driver and engine)")
+    parser.add_argument("--repeat", action="append", default=[], metavar="DIR",
+                        help="another directory with the same cuda runs; measured values "
+                             "become medians and the GPU's spread is reported")
     args = parser.parse_args()
     modes = args.mode or ["driver", "engine"]
     cases = sorted({os.path.basename(p)[len("sim_"):-len(".json")]
@@ -85,9 +116,13 @@ def main():
         agree = 0
         compared = 0
         print(f"\n### memory={mode}\n")
-        print("| workload | capacity | policy | measured ms | predicted ms | time err | "
-              "h2d err | d2h err | faulted blocks meas/pred |")
-        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        repeats = 1 + len(args.repeat)
+        spread_header = (" GPU time spread | GPU d2h spread |" if args.repeat else "")
+        measured_label = f"measured ms (median of {repeats})" if args.repeat else "measured ms"
+        print(f"| workload | capacity | policy | {measured_label} | predicted ms | time err | "
+              f"h2d err | d2h err | faulted blocks meas/pred |{spread_header}")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" +
+              (" ---: | ---: |" if args.repeat else ""))
         notes = []
         same_experiments = set()
         for case in cases:
@@ -95,7 +130,13 @@ def main():
             if not os.path.exists(measured_path):
                 continue
             predicted = load(os.path.join(args.out_dir, f"sim_{case}.json"))
-            measured = load(measured_path)
+            repeat_paths = [os.path.join(d, f"cuda-{mode}_{case}.json") for d in args.repeat]
+            missing = [path for path in repeat_paths if not os.path.exists(path)]
+            if missing:
+                sys.exit(f"fidelity_table: {missing[0]} is missing; every --repeat directory "
+                         f"needs the runs of {args.out_dir}")
+            measured, spread = merge_repeats([load(measured_path)] +
+                                             [load(path) for path in repeat_paths])
             workload, capacity = case.rsplit("_", 1)
             for policy, real in measured.items():
                 sim = predicted.get(policy)
@@ -107,7 +148,9 @@ def main():
                       f"{sim['time_ns'] / 1e6:.0f} | {e:+.0%} | "
                       f"{error(sim['h2d_bytes'], real['h2d_bytes']):+.0%} | "
                       f"{error(sim['d2h_bytes'], real['d2h_bytes']):+.0%} | "
-                      f"{real['faulted_blocks']}/{sim['faulted_blocks']} |")
+                      f"{real['faulted_blocks']:.0f}/{sim['faulted_blocks']} |" +
+                      (f" {spread[policy][0]:.0%} | {spread[policy][1]:.0%} |"
+                       if args.repeat else ""))
             ranked = distinguishable(measured)
             if len(ranked) < len(measured):
                 same_experiments.add(" = ".join(p for p in measured if not acted(measured[p])))

@@ -3,7 +3,9 @@
 // per-call cost in each direction, demand-paging throughput, per-fault
 // latency, the gap between back-to-back kernels, and what one resident
 // access costs the replay kernel. docs/devices.md says how the h200 preset
-// uses them.
+// uses them. It also shows what each way of letting go of device memory
+// (write-back, discard, discard and prefetch to the host) leaves for the
+// driver to evict, from CUPTI's records.
 //
 // It allocates at most 1 GiB of managed memory, and never more than half
 // of what the GPU has free.
@@ -15,8 +17,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "backends/cuda/cupti_fault_stream.h"
 #include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/replay_kernel.h"
 
@@ -223,10 +227,106 @@ int main() {
   }
   std::printf(" \"evicting_paging\":{\"bytes\":%zu,\"gbps\":%.3f,\"us_per_block\":%.1f},\n", half,
               double(half) / evicting_paging, evicting_paging / 1e3 / double(half_blocks));
-  std::printf(" \"evicting_prefetch\":{\"bytes\":%zu,\"gbps\":%.3f,\"us_per_block\":%.1f}}\n", half,
+  std::printf(" \"evicting_prefetch\":{\"bytes\":%zu,\"gbps\":%.3f,\"us_per_block\":%.1f},\n", half,
               double(half) / evicting_prefetch / 1e9, evicting_prefetch * 1e6 / double(half_blocks));
+
+  // What DeepUM's invalidation can do on this driver: the first half is made
+  // resident under a balloon that leaves only it room, then let go of in
+  // 2 MiB spans one of three ways, and the second half is touched, which
+  // needs the first half's frames. "write_back": prefetched to the host
+  // (the copy a pre-eviction makes); "discard": cudaMemDiscardBatchAsync
+  // alone; "discard_to_host": cudaMemDiscardAndPrefetchBatchAsync to the
+  // host. CUPTI's records say what moved: the bytes written back while
+  // letting go, and the bytes the driver evicted to page the second half
+  // in (none where letting go gave the frames back).
+  cudaFree(base);  // one region at a time
+  base = nullptr;
+  // CUPTI's unified-memory records cover only managed memory allocated
+  // after they are enabled, and slow paging down (about 2.7x on an H200),
+  // so the probe has a region of its own, allocated after CUPTI starts.
+  absl::StatusOr<std::unique_ptr<umlab::cuda::CuptiFaultStream>> records =
+      umlab::cuda::CuptiFaultStream::Start(device);
+  if (!records.ok()) {
+    std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(records.status().message()).c_str());
+    return 1;
+  }
+  char* probe = nullptr;
+  if (!Ok(cudaMallocManaged(reinterpret_cast<void**>(&probe), region), "cudaMallocManaged")) {
+    return 1;
+  }
+  const uint64_t probe_address = reinterpret_cast<uint64_t>(probe);
+  // Device-to-host bytes recorded since the last call, by whether the
+  // driver evicted them or was asked to move them.
+  struct Moved {
+    uint64_t evicted = 0, asked = 0;
+  };
+  auto moved_since = [&] {
+    cudaDeviceSynchronize();
+    // Records reach CUPTI up to about 0.2 s late (docs/cuda.md).
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    (*records)->Flush(/*forced=*/true);
+    std::vector<umlab::cuda::UnifiedMemoryRecord> batch;
+    (*records)->Drain(batch);
+    Moved moved;
+    for (const umlab::cuda::UnifiedMemoryRecord& record : batch) {
+      if (record.kind != umlab::cuda::UnifiedMemoryRecord::Kind::kBytesDeviceToHost) continue;
+      (record.cause == umlab::cuda::UnifiedMemoryRecord::Cause::kEviction ? moved.evicted
+                                                                          : moved.asked) +=
+          record.value;
+    }
+    return moved;
+  };
+  std::printf(" \"letting_go\":{\"bytes\":%zu", half);
+  const char* ways[] = {"write_back", "discard", "discard_to_host"};
+  for (int way = 0; way < 3; ++way) {
+    TimePrefetch(probe, region, region, host, stream);
+    absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
+        umlab::cuda::GpuBalloon::Inflate(half);
+    if (!balloon.ok()) {
+      std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(balloon.status().message()).c_str());
+      return 1;
+    }
+    Replay({DeviceRange{probe_address, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
+    moved_since();
+    std::vector<void*> spans;
+    std::vector<size_t> sizes;
+    for (size_t offset = 0; offset < half; offset += size_t{2} << 20) {
+      spans.push_back(probe + offset);
+      sizes.push_back(size_t{2} << 20);
+    }
+    const auto let_go = Clock::now();
+    if (way == 0) {
+      for (size_t i = 0; i < spans.size(); ++i) {
+        Ok(cudaMemPrefetchAsync(spans[i], sizes[i], host, 0, stream), "cudaMemPrefetchAsync");
+      }
+    } else if (way == 1) {
+      Ok(cudaMemDiscardBatchAsync(spans.data(), sizes.data(), spans.size(), 0, stream),
+         "cudaMemDiscardBatchAsync");
+    } else {
+      cudaMemLocation to_host = host;
+      size_t first_span = 0;
+      Ok(cudaMemDiscardAndPrefetchBatchAsync(spans.data(), sizes.data(), spans.size(), &to_host,
+                                             &first_span, 1, 0, stream),
+         "cudaMemDiscardAndPrefetchBatchAsync");
+    }
+    cudaStreamSynchronize(stream);
+    const double let_go_seconds = Seconds(let_go);
+    const Moved letting_go = moved_since();
+    const std::vector<KernelProgress> second =
+        Replay({DeviceRange{probe_address + half, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
+    const double then_paging = double(second[0].end_ns - second[0].begin_ns);
+    const Moved paging_in = moved_since();
+    std::printf(",\n  \"%s\":{\"us_per_block\":%.1f,\"written_back_bytes\":%llu,"
+                "\"then_evicted_bytes\":%llu,\"then_paging_us_per_block\":%.1f}",
+                ways[way], let_go_seconds * 1e6 / double(half_blocks),
+                static_cast<unsigned long long>(letting_go.asked + letting_go.evicted),
+                static_cast<unsigned long long>(paging_in.evicted + paging_in.asked),
+                then_paging / 1e3 / double(half_blocks));
+  }
+  std::printf("}}\n");
+  records->reset();
+  cudaFree(probe);
   const bool ok = Ok(cudaGetLastError(), "calibration");
-  cudaFree(base);
   cudaStreamDestroy(stream);
   return ok ? 0 : 1;
 }

@@ -37,20 +37,6 @@ uint64_t ReadStamp(const uint64_t& stamp) {
   return *static_cast<const volatile uint64_t*>(&stamp);
 }
 
-// Opens the CSV file a parameter names and writes its header line.
-absl::Status OpenCsvLog(const std::string& path, const char* param, const char* header,
-                        std::unique_ptr<std::FILE, int (*)(std::FILE*)>& log) {
-  if (path.empty()) return absl::OkStatus();
-  log.reset(std::fopen(path.c_str(), "w"));
-  if (log == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "backend cuda: cannot write %s=%s (%s); give a writable path", param, path,
-        std::strerror(errno)));
-  }
-  std::fputs(header, log.get());
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const DeviceConfig& device,
@@ -96,20 +82,12 @@ CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
       // The GPU's own fault buffer is not ours to model here: this one only
       // carries records to the engine, and must not drop any.
       faults_(size_t{1} << 20),
-      start_(std::chrono::steady_clock::now()) {}
+      start_(std::chrono::steady_clock::now()),
+      driver_records_(options.memory == MemoryMode::kDriver,
+                      [this](uint64_t managed) { return segments_.ToProgram(managed); }) {}
 
 absl::Status CudaBackend::Initialise() {
-  // Times in ns since the run's start on CUPTI's clock; -1 where CUPTI
-  // gives none. program_address is -1 outside the program's memory.
-  // delivered_ns: when the engine thread took the record; outcome: what a
-  // driver eviction did to the engine's books (DriverEvictionOutcome).
-  if (absl::Status s = OpenCsvLog(
-          options_.record_log, "records",
-          "kind,cause,address,program_address,value,start_ns,end_ns,delivered_ns,outcome\n",
-                                  record_log_);
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = driver_records_.OpenLog(options_.record_log); !s.ok()) return s;
   // Times in ns since the first kernel's begin on the GPU's clock.
   if (absl::Status s = OpenCsvLog(options_.kernel_log, "kernels",
                                   "kernel,exec_id,accesses,issuers,compute_ns,begin_ns,end_ns\n",
@@ -131,7 +109,7 @@ CudaBackend::~CudaBackend() {
   if (migration_stream_ != nullptr) cudaStreamSynchronize(migration_stream_);
   cupti_.reset();
   balloon_.reset();
-  issuer_.reset();
+  calls_.Stop();
   if (device_ranges_ != nullptr) cudaFree(device_ranges_);
   if (counters_ != nullptr) cudaFree(counters_);
   if (progress_ != nullptr) cudaFreeHost(progress_);
@@ -298,9 +276,9 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   cupti_->Drain(records_);  // nothing before the run counts
   cupti_start_ = CuptiFaultStream::Timestamp();
   start_ = std::chrono::steady_clock::now();
-  bins_.assign(1, Bin{});
+  driver_records_.Start(cupti_start_);
 
-  issuer_ = std::make_unique<TransferIssuer>(options_.gpu, migration_stream_);
+  calls_.Start(options_.gpu, migration_stream_);
   std::thread engine_thread([this] {
     cudaSetDevice(options_.gpu);  // the current device is per thread
     ServeEngine();
@@ -322,8 +300,8 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   // Whatever stopped the run, nothing of it may still run on the GPU when
   // the memory goes.
   cudaStreamSynchronize(compute_stream_);
-  if (absl::Status s = issuer_->status(); !s.ok()) Fail(std::move(s));
-  issuer_.reset();
+  if (absl::Status s = calls_.status(); !s.ok()) Fail(std::move(s));
+  calls_.Stop();
   balloon_.reset();
   std::lock_guard<std::mutex> lock(error_mutex_);
   if (!error_.ok()) return error_;
@@ -375,8 +353,7 @@ void CudaBackend::DeliverBetween(uint64_t first, uint64_t count, uint64_t next_k
       const uint64_t begin = next_kernel < kernels ? ReadStamp(progress_[next_kernel].begin_ns)
                              : kernels > 0         ? ReadStamp(progress_[kernels - 1].end_ns)
                                                    : 0;
-      iteration_starts_.push_back(begin + cupti_minus_gpu_ns_);
-      bins_.push_back(Bin{});
+      driver_records_.MarkIteration(begin + cupti_minus_gpu_ns_);
     }
     // Allocations need nothing here: all managed memory exists already. A
     // free makes the engine discard the segment's pages (Invalidate).
@@ -431,7 +408,7 @@ void CudaBackend::ServeEngine() {
     std::this_thread::sleep_for(std::chrono::nanoseconds(options_.poll_interval_ns));
   }
   DeliverBetween(plan_.between.size() - plan_.trailing_events, plan_.trailing_events, kernels);
-  issuer_->Drain();
+  calls_.Drain();
   // Hand every outstanding record over, then account for it.
   if (absl::Status s = Poll(/*flush=*/true); !s.ok()) {
     Fail(std::move(s));
@@ -440,140 +417,22 @@ void CudaBackend::ServeEngine() {
   engine_->Finish();
 }
 
-void CudaBackend::LogRecord(const UnifiedMemoryRecord& record,
-                            const std::optional<uint64_t>& program, uint64_t delivered_ns,
-                            const char* outcome) {
-  if (record_log_ == nullptr) return;
-  const auto since_start = [this](uint64_t t) -> int64_t {
-    return t == 0 ? -1 : static_cast<int64_t>(t - cupti_start_);
-  };
-  std::fprintf(record_log_.get(), "%s,%s,0x%llx,%lld,%llu,%lld,%lld,%lld,%s\n",
-               KindName(record.kind), CauseName(record.cause),
-               static_cast<unsigned long long>(record.address),
-               program.has_value() ? static_cast<long long>(*program) : -1LL,
-               static_cast<unsigned long long>(record.value),
-               static_cast<long long>(since_start(record.start_ns)),
-               static_cast<long long>(since_start(record.end_ns)),
-               static_cast<long long>(since_start(delivered_ns)), outcome);
-}
-
-const char* CudaBackend::ApplyDriverEviction(BlockNumber block, uint64_t began_ns) {
-  // Read after the policy refilled the block: it tells of pages the engine
-  // has seen come back, not of the pages there now.
-  if (RefilledSince(block, began_ns)) {
-    ++stale_evictions_;
-    return "stale";
-  }
-  const BlockState* state = engine_->memory_state().Find(block);
-  if (state == nullptr || !state->has_frame) return "not_resident";
-  // The engine's own transfer of the block is under way (Engine::OnDeviceEvicted).
-  if (state->transfers_in_flight > 0) return "in_flight";
-  engine_->OnDeviceEvicted(block);
-  return "applied";
-}
-
-size_t CudaBackend::IterationOf(uint64_t cupti_timestamp) const {
-  // Bin 0 holds what happened before the first iteration marker.
-  return static_cast<size_t>(std::upper_bound(iteration_starts_.begin(),
-                                              iteration_starts_.end(), cupti_timestamp) -
-                             iteration_starts_.begin());
-}
-
 absl::Status CudaBackend::Poll(bool flush) {
   const Nanos now = Now();
   // During the run the flusher thread hands records over; at the end, this.
   if (flush) cupti_->Flush();
   records_.clear();
   cupti_->Drain(records_);
-  // In time order, so that the driver's evictions reach the engine before
-  // the faults that caused them are serviced.
-  std::stable_sort(records_.begin(), records_.end(),
-                   [](const UnifiedMemoryRecord& a, const UnifiedMemoryRecord& b) {
-                     return a.start_ns < b.start_ns;
-                   });
-  std::vector<BlockNumber> faulted;
-  absl::flat_hash_set<BlockNumber> seen;
-  auto arrived = [&](BlockNumber block) {
-    if (seen.insert(block).second) faulted.push_back(block);
-  };
-  // Every block a transfer record's bytes cover.
-  auto for_each_block = [](uint64_t address, uint64_t bytes, auto&& visit) {
-    const BlockNumber last = BlockOfAddress(address + bytes - 1);
-    for (BlockNumber block = BlockOfAddress(address); block <= last; ++block) visit(block);
-  };
-  const uint64_t delivered = record_log_ != nullptr ? CuptiFaultStream::Timestamp() : 0;
-  for (const UnifiedMemoryRecord& record : records_) {
-    Bin& bin = bins_[std::min(IterationOf(record.start_ns), bins_.size() - 1)];
-    const std::optional<uint64_t> address = segments_.ToProgram(record.address);
-    // A device-to-host record is logged with what it did to the books.
-    if (record.kind != UnifiedMemoryRecord::Kind::kBytesDeviceToHost) {
-      LogRecord(record, address, delivered, "");
-    }
-    switch (record.kind) {
-      case UnifiedMemoryRecord::Kind::kThrashing:
-        ++thrashing_detections_;
-        continue;
-      case UnifiedMemoryRecord::Kind::kThrottling:
-        if (record.end_ns > record.start_ns) throttled_ns_ += record.end_ns - record.start_ns;
-        continue;
-      case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
-        bin.h2d += record.value;
-        // The driver brought these in by itself (for a fault, or by its
-        // prefetcher around one). A fault record names one address of its
-        // group, so a group that spans blocks is seen only here; the
-        // engine's own prefetches (cause user) it knows of already.
-        if (address.has_value() && record.value > 0 &&
-            record.cause != UnifiedMemoryRecord::Cause::kUser) {
-          for_each_block(*address, record.value, [&](BlockNumber block) {
-            const BlockState* state = engine_->memory_state().Find(block);
-            if (state == nullptr || !state->has_frame) arrived(block);
-          });
-        }
-        continue;
-      case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
-        bin.d2h += record.value;
-        // The driver's own evictions; what the engine evicted comes back
-        // with cause user and the engine has let go of it already.
-        const char* outcome = "";
-        if (options_.memory == MemoryMode::kDriver && address.has_value() && record.value > 0 &&
-            record.cause != UnifiedMemoryRecord::Cause::kUser) {
-          for_each_block(*address, record.value, [&](BlockNumber block) {
-            outcome = ApplyDriverEviction(block, record.start_ns);
-          });
-        }
-        LogRecord(record, address, delivered, outcome);
-        continue;
-      }
-      case UnifiedMemoryRecord::Kind::kGpuPageFault:
-        break;
-    }
-    if (!address.has_value()) continue;  // not the program's memory
-    ++fault_records_;
-    bin.faults += record.value;
-    arrived(BlockOfAddress(*address));
-    if (recorder_ != nullptr) {
-      Event fault;
-      fault.kind = EventKind::kFault;
-      fault.address = PageOfAddress(*address) * kPageSize;
-      fault.time_ns = static_cast<Nanos>(record.start_ns - cupti_start_);
-      recorder_->Record(fault);
-    }
-  }
-  // A record names one faulting address of a group, and the driver's own
-  // prefetcher populates around it, often the whole 2 MB block. So that the
-  // engine's residency (and with it the budget and what an eviction moves
-  // back) covers what the driver really brought in, every page of the block
-  // is reported as faulted. CUPTI does not say which SM faulted or whether
-  // it wrote.
-  uint64_t arriving = 0;
-  for (BlockNumber block : faulted) {
-    const BlockState* state = engine_->memory_state().Find(block);
-    if (state == nullptr || !state->has_frame) ++arriving;
-    const PageNumber first = FirstPageOfBlock(block);
-    for (int page = 0; page < kPagesPerBlock; ++page) {
-      faults_.Push(FaultEntry{first + page, AccessType::kRead, 0, current_exec_id_, now});
-    }
-  }
+  const uint64_t arriving = driver_records_.Read(
+      records_, *engine_, faults_, current_exec_id_, now,
+      [this](uint64_t program_address, uint64_t start_ns) {
+        if (recorder_ == nullptr) return;
+        Event fault;
+        fault.kind = EventKind::kFault;
+        fault.address = PageOfAddress(program_address) * kPageSize;
+        fault.time_ns = static_cast<Nanos>(start_ns - cupti_start_);
+        recorder_->Record(fault);
+      });
   // Engine mode: the driver has already made these blocks resident, so
   // until the engine evicts, residency exceeds the budget by whatever does
   // not fit.
@@ -592,25 +451,7 @@ absl::Status CudaBackend::Poll(bool flush) {
 }
 
 void CudaBackend::DeliverCompletions() {
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    while (!completed_now_.empty()) {
-      std::vector<TransferId> done;
-      done.swap(completed_now_);
-      for (TransferId id : done) listener_->OnTransferComplete(id);
-      progress = true;
-    }
-    finished_.clear();
-    issuer_->CollectFinished(finished_);
-    if (!finished_.empty()) NoteRefills(finished_);
-    for (TransferId id : finished_) listener_->OnTransferComplete(id);
-    progress = progress || !finished_.empty();
-    if (!faults_.empty() && !engine_->servicing()) {
-      engine_->ServiceFaults();
-      progress = progress || !completed_now_.empty();
-    }
-  }
+  calls_.DeliverCompletions(*listener_, *engine_, faults_, driver_records_);
 }
 
 // ---------------------------------------------------------------------------
@@ -627,41 +468,16 @@ std::vector<TransferIssuer::Span> CudaBackend::Spans(BlockNumber block,
 }
 
 void CudaBackend::Migrate(const Transfer& transfer) {
-  if (transfer.kind == TransferKind::kFaultMigration) {
-    // The driver moved these pages when it serviced the fault; the engine
-    // hears of it only now. Completion is handed back after this call.
-    completed_now_.push_back(transfer.id);
-    return;
-  }
-  prefetching_.emplace(transfer.id, transfer.block);
-  issuer_->Submit({transfer.id, {}, Spans(transfer.block, transfer.pages), true});
-}
-
-void CudaBackend::NoteRefills(const std::vector<TransferId>& finished) {
-  // An upper bound on when each finished: now, on CUPTI's clock. A driver
-  // eviction that began between the prefetch's true end and now is taken
-  // for a stale one; the window is one poll (poll_us) wide.
-  const uint64_t now = CuptiFaultStream::Timestamp();
-  for (TransferId id : finished) {
-    auto prefetch = prefetching_.find(id);
-    if (prefetch == prefetching_.end()) continue;
-    refilled_at_[prefetch->second] = now;
-    prefetching_.erase(prefetch);
-  }
-}
-
-bool CudaBackend::RefilledSince(BlockNumber block, uint64_t cupti_timestamp) const {
-  auto refilled = refilled_at_.find(block);
-  return refilled != refilled_at_.end() && refilled->second > cupti_timestamp;
+  calls_.Migrate(transfer, Spans(transfer.block, transfer.pages));
 }
 
 void CudaBackend::Evict(const Transfer& transfer) {
-  issuer_->Submit({transfer.id, Spans(transfer.block, transfer.pages & ~transfer.copy),
-                   Spans(transfer.block, transfer.copy), false});
+  calls_.Evict(transfer, Spans(transfer.block, transfer.pages & ~transfer.copy),
+               Spans(transfer.block, transfer.copy));
 }
 
 void CudaBackend::Invalidate(BlockNumber block, const PageMask& pages) {
-  issuer_->Submit({0, Spans(block, pages), {}, false});
+  calls_.Discard(Spans(block, pages));
 }
 
 PageUse CudaBackend::QueryUse(BlockNumber block) const {
@@ -687,23 +503,9 @@ void CudaBackend::FillStatistics() {
   }
   // What the kernels lost to memory: neither compute nor launching.
   stats.stall_ns = std::max<Nanos>(0, stats.time_ns - stats.ideal_time_ns - stats.launch_ns);
-  stats.fault_records = fault_records_;
-  stats.thrashing_detections = thrashing_detections_;
-  stats.throttled_ns = static_cast<Nanos>(throttled_ns_);
+  driver_records_.FillStatistics(stats);
   stats.dropped_records = cupti_->dropped();
-  stats.stale_eviction_records = stale_evictions_;
   stats.dropped_faults = faults_.dropped();
-  uint64_t faults = 0, h2d = 0, d2h = 0;
-  for (const Bin& bin : bins_) {
-    faults += bin.faults;
-    h2d += bin.h2d;
-    d2h += bin.d2h;
-  }
-  // The contract's fault and traffic numbers are what CUPTI measured; the
-  // engine's own requests stay in fault_migrated_bytes and prefetch_bytes.
-  stats.faults = faults;
-  stats.h2d_bytes = h2d;
-  stats.d2h_bytes = d2h;
   for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_first_kernel_.size(); ++i) {
     // From the iteration's first kernel's begin to the next one's, or to
     // the last kernel's end.
@@ -715,11 +517,6 @@ void CudaBackend::FillStatistics() {
           next < kernels ? progress_[next].begin_ns : progress_[kernels - 1].end_ns;
       stats.per_iteration[i].time_ns = static_cast<Nanos>(until - progress_[first].begin_ns);
     }
-  }
-  for (size_t i = 0; i < stats.per_iteration.size() && i + 1 < bins_.size(); ++i) {
-    stats.per_iteration[i].faults = bins_[i + 1].faults;
-    stats.per_iteration[i].h2d_bytes = bins_[i + 1].h2d;
-    stats.per_iteration[i].d2h_bytes = bins_[i + 1].d2h;
   }
   stats.budget_overshoot_max_bytes = overshoot_max_frames_ * kBlockSize;
   stats.budget_overshoot_mean_bytes =

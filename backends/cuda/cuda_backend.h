@@ -37,7 +37,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/csv_log.h"
 #include "backends/cuda/cupti_fault_stream.h"
+#include "backends/cuda/driver_calls.h"
+#include "backends/cuda/driver_record_reader.h"
 #include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/managed_segments.h"
 #include "backends/cuda/replay_kernel.h"
@@ -130,23 +133,8 @@ class CudaBackend final : public Backend {
   // finished transfers back to it.
   absl::Status Poll(bool flush);
   void DeliverCompletions();
-  // Stamps the blocks of the policy's finished prefetches (refilled_at_).
-  void NoteRefills(const std::vector<TransferId>& finished);
-  // Whether a policy's prefetch refilled `block` after `cupti_timestamp`.
-  bool RefilledSince(BlockNumber block, uint64_t cupti_timestamp) const;
   // The managed memory behind `pages` of `block`, one span per run.
   std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
-  size_t IterationOf(uint64_t cupti_timestamp) const;
-  // `program` is the record's address in the program, if it is the program's.
-  // `delivered_ns` is when the engine thread took it; `outcome` what a
-  // driver eviction did to the engine's books.
-  void LogRecord(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program,
-                 uint64_t delivered_ns, const char* outcome);
-  // Applies a driver eviction record of `block` that began at `began_ns`
-  // (CUPTI's clock) to the engine's books, unless it is stale or the block
-  // is not the engine's to lose. Says which: "applied", "stale",
-  // "not_resident" or "in_flight".
-  const char* ApplyDriverEviction(BlockNumber block, uint64_t began_ns);
   void FillStatistics();
   void LogKernels();
   // The replay kernel's issuers and step for one kernel (core/access_pace.h).
@@ -178,16 +166,7 @@ class CudaBackend final : public Backend {
 
   cudaStream_t compute_stream_ = nullptr;
   cudaStream_t migration_stream_ = nullptr;
-  std::unique_ptr<TransferIssuer> issuer_;  // lives for one run
-  std::vector<TransferId> completed_now_;
-  std::vector<TransferId> finished_;
-  // The policy's prefetches under way, by id: the block each one fills.
-  absl::flat_hash_map<TransferId, BlockNumber> prefetching_;
-  // Per block, when (CUPTI's clock) the engine last heard that one of the
-  // policy's prefetches into it had finished. A driver eviction record
-  // that began before that is stale: the prefetch has refilled the block
-  // since, and the engine already counts it resident.
-  absl::flat_hash_map<BlockNumber, uint64_t> refilled_at_;
+  DriverCalls calls_;  // issues for one run
 
   // Device memory: every kernel's ranges, and its counters (zeroed).
   DeviceRange* device_ranges_ = nullptr;
@@ -199,21 +178,12 @@ class CudaBackend final : public Backend {
   std::atomic<bool> flusher_done_{false};
   uint64_t cupti_start_ = 0;
   uint64_t cupti_minus_gpu_ns_ = 0;         // CUPTI's clock minus the GPU's
-  std::vector<uint64_t> iteration_starts_;  // CUPTI timestamps
   std::vector<uint64_t> iteration_first_kernel_;  // per iteration marker
   std::vector<UnifiedMemoryRecord> records_;
 
-  // Measured, binned per iteration (index 0 = before the first iteration).
-  struct Bin {
-    uint64_t faults = 0, h2d = 0, d2h = 0;
-  };
-  std::vector<Bin> bins_;
-  uint64_t fault_records_ = 0;
-  uint64_t thrashing_detections_ = 0;
-  uint64_t stale_evictions_ = 0;
-  uint64_t throttled_ns_ = 0;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> record_log_{nullptr, &std::fclose};
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> kernel_log_{nullptr, &std::fclose};
+  // The driver's records: faults, its own evictions, traffic per iteration.
+  DriverRecordReader driver_records_;
+  CsvLog kernel_log_ = NoCsvLog();
   uint64_t overshoot_max_frames_ = 0;
   uint64_t overshoot_sum_frames_ = 0;
   uint64_t overshoot_samples_ = 0;

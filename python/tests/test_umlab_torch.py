@@ -34,6 +34,13 @@ def test_a_bad_capacity_is_one_line_and_no_run():
                                      "footprint in (0, 1] or a size such as 6GiB")
 
 
+def test_an_empty_policy_list_is_one_line_and_no_run():
+    result = launcher("--capacity=0.5", "--policies=,", "--", "train.py")
+    assert result.returncode != 0
+    assert result.stderr.strip() == ("umlab_torch: --policies is empty; name driver (the UVM "
+                                     "driver alone) or a umlab policy such as deepum")
+
+
 def test_the_script_comes_after_a_double_dash():
     result = launcher("--capacity=0.5", "train.py")
     assert result.returncode != 0

@@ -4,7 +4,9 @@
 every allocation of PyTorch's caching allocator drawn from CUDA managed
 memory (libumlab_torch.so, through torch.cuda.MemPool and
 CUDAPluggableAllocator), the GPU ballooned down to the capacity, and CUPTI
-reading faults, traffic and every kernel launch (docs/torch.md).
+reading faults, traffic and every kernel launch (docs/torch.md). With
+--policies, umlab's engine runs beside the training and the policy
+prefetches, pre-evicts and discards while the UVM driver serves faults.
 
 A script marks its iterations with `umlab_torch.mark_iteration()` (a no-op
 when it runs without umlab), so the report splits faults and traffic by
@@ -29,7 +31,7 @@ def load():
     if _library is None:
         _library = ctypes.CDLL(library_path(), mode=ctypes.RTLD_GLOBAL)
         _library.umlab_torch_start.argtypes = [ctypes.c_int, ctypes.c_ulonglong,
-                                               ctypes.c_ulonglong]
+                                               ctypes.c_ulonglong, ctypes.c_char_p]
         _library.umlab_torch_start.restype = ctypes.c_int
         _library.umlab_torch_error.restype = ctypes.c_char_p
         _library.umlab_torch_stop.restype = ctypes.c_char_p

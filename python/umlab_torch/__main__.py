@@ -10,8 +10,14 @@ without a balloon) or a size such as 6GiB. Below 1.0 the GPU is ballooned
 with cudaMalloc so that the driver runs out of memory by itself (real
 oversubscription); the balloon is released on every way out.
 
-The UVM driver alone serves faults: umlab's policies do not act on a live
-PyTorch process yet (docs/torch.md).
+--policies runs each capacity once per policy: `driver` is the UVM driver
+alone; any other name is a umlab policy (e.g. deepum) whose engine runs
+beside the training, hears of each kernel as the GPU reaches it (a stream
+stamp before and after it, named by DeepUM's execution id) and of faults
+and the driver's evictions through CUPTI, and prefetches, pre-evicts and
+discards on a stream of its own while the driver serves the faults. The
+caching allocator's own frees are not seen, so invalidation has only whole
+segments to go on (docs/torch.md).
 """
 import argparse
 import json
@@ -60,7 +66,9 @@ def child(args, script_argv):
                      "later has it")
     library = umlab_torch.load()
     torch.cuda.set_device(args.gpu)
-    if library.umlab_torch_start(args.gpu, args.capacity_bytes, host_memory_bytes() // 2) != 0:
+    policy = b"" if args.policy == "driver" else args.policy.encode()
+    if library.umlab_torch_start(args.gpu, args.capacity_bytes, host_memory_bytes() // 2,
+                                 policy) != 0:
         sys.exit(library.umlab_torch_error().decode())
     report = b""
     try:
@@ -82,19 +90,19 @@ def child(args, script_argv):
         out.write(report.decode())
 
 
-def run_once(args, script_argv, capacity_bytes):
+def run_once(args, script_argv, capacity_bytes, policy="driver"):
     """Runs the script in a child process; returns (report, the script's JSON lines)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         report_path = handle.name
     command = [sys.executable, "-m", "umlab_torch", "--child", f"--gpu={args.gpu}",
-               f"--capacity-bytes={capacity_bytes}", f"--report={report_path}", "--",
-               *script_argv]
+               f"--capacity-bytes={capacity_bytes}", f"--policy={policy}",
+               f"--report={report_path}", "--", *script_argv]
     try:
         completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
         sys.stdout.write(completed.stdout)
         if completed.returncode != 0:
             sys.exit(f"umlab_torch: the script exited with {completed.returncode} "
-                     f"(capacity {capacity_bytes or 'unlimited'} bytes)")
+                     f"(capacity {capacity_bytes or 'unlimited'} bytes, policy {policy})")
         with open(report_path) as report_file:
             report = json.load(report_file)
     finally:
@@ -123,15 +131,22 @@ def summarise(report):
     h2d = sum(i["records"]["h2d_bytes"] for i in iterations) / n / 1e9
     d2h = sum(i["records"]["d2h_bytes"] for i in iterations) / n / 1e9
     faults = sum(i["records"]["faults"] for i in iterations) / n
-    return (f"steady iteration {time_ms:9.1f} ms  faults {faults:10.0f}  "
+    line = (f"steady iteration {time_ms:9.1f} ms  faults {faults:10.0f}  "
             f"h2d {h2d:7.2f} GB  d2h {d2h:7.2f} GB  kernels {iterations[-1]['kernels']}")
+    engine = report.get("engine")
+    if engine:
+        line += (f"  prefetched {engine['prefetch_bytes'] / 1e9:.2f} GB  "
+                 f"pre-evictions {engine['pre_evictions']}")
+        if engine["status"] != "ok":
+            line += f"  engine: {engine['status']}"
+    return line
 
 
 def main():
     argv = sys.argv[1:]
     if "--" not in argv:
-        sys.exit("usage: python3 -m umlab_torch [--capacity=C] [--gpu=N] [--output=FILE] "
-                 "-- SCRIPT [ARGS...]")
+        sys.exit("usage: python3 -m umlab_torch [--capacity=C] [--policies=P] [--gpu=N] "
+                 "[--output=FILE] -- SCRIPT [ARGS...]")
     split = argv.index("--")
     options, script_argv = argv[:split], argv[split + 1:]
     parser = argparse.ArgumentParser(prog="python3 -m umlab_torch", description=__doc__,
@@ -140,7 +155,11 @@ def main():
                         help="fraction of the footprint in (0, 1], or a size such as 6GiB; "
                              "several, comma-separated, share one footprint run "
                              "(default 1.0: no balloon)")
+    parser.add_argument("--policies", default="driver",
+                        help="comma-separated: driver (the UVM driver alone) or umlab policy "
+                             "names, each run at every capacity (default: driver)")
     parser.add_argument("--gpu", type=int, default=0, help="CUDA device ordinal")
+    parser.add_argument("--policy", default="driver", help=argparse.SUPPRESS)
     parser.add_argument("--output", help="write the JSON report here")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity-bytes", type=int, default=0, help=argparse.SUPPRESS)
@@ -155,6 +174,10 @@ def main():
         capacities = [parse_capacity(item) for item in args.capacity.split(",")]
     except ValueError as error:
         sys.exit(f"umlab_torch: {error}")
+    policies = [name.strip() for name in args.policies.split(",") if name.strip()]
+    if not policies:
+        sys.exit("umlab_torch: --policies is empty; name driver (the UVM driver alone) or a "
+                 "umlab policy such as deepum")
     result = {"script": script_argv, "capacity": args.capacity, "runs": []}
     footprint = None
     if any(kind == "fraction" for kind, _ in capacities):
@@ -169,11 +192,13 @@ def main():
                      "host's memory; managed memory that large is refused")
     for (kind, value), text in zip(capacities, args.capacity.split(",")):
         capacity_bytes = value if kind == "bytes" else int(value * footprint)
-        if kind == "fraction" and value >= 1:
-            continue  # the footprint run was this one
-        constrained = run_once(args, script_argv, capacity_bytes)
-        constrained["label"] = f"capacity {text}"
-        result["runs"].append(constrained)
+        for policy in policies:
+            if kind == "fraction" and value >= 1 and policy == "driver":
+                continue  # the footprint run was this one
+            constrained = run_once(args, script_argv, capacity_bytes, policy)
+            constrained["label"] = f"capacity {text}, {policy}"
+            constrained["policy"] = policy
+            result["runs"].append(constrained)
     for run in result["runs"]:
         print(f"umlab_torch: {run['label']:28s} {summarise(run)}", file=sys.stderr)
     if args.output:

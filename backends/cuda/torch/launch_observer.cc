@@ -27,8 +27,14 @@ struct ObserverState {
   std::vector<uint32_t> sequence;
   LaunchCounts counts;
   std::vector<uint8_t> scratch;
+  // Stream stamps: host-mapped words the GPU writes (begun, ended).
+  uint64_t* stamps = nullptr;
+  CUdeviceptr device_stamps = 0;
 };
 ObserverState* state = nullptr;
+// The sequence number of the launch this thread is making, between its
+// API enter and exit.
+thread_local uint64_t launching = 0;
 
 // Sizes of `function`'s parameters, or an empty list where the driver cannot
 // say (CUDA before 12.4). The runtime launches through context-independent
@@ -78,9 +84,10 @@ absl::Span<const uint8_t> ArgumentBytes(CUfunction function, void** params, void
   return bytes;
 }
 
-void Observe(const char* name, CUfunction function, const std::array<uint32_t, 3>& grid,
-             const std::array<uint32_t, 3>& block, uint32_t shared, void** params,
-             void** extra) {
+// Returns the launch's sequence number (1-based).
+uint64_t Observe(const char* name, CUfunction function, const std::array<uint32_t, 3>& grid,
+                 const std::array<uint32_t, 3>& block, uint32_t shared, void** params,
+                 void** extra) {
   std::lock_guard<std::mutex> lock(state->mutex);
   KernelLaunch launch;
   launch.kernel_name = name == nullptr ? "" : name;
@@ -102,38 +109,63 @@ void Observe(const char* name, CUfunction function, const std::array<uint32_t, 3
   launch.argument_bytes = tensors;
   state->tensor_sequence.push_back(state->tensor_table.IdOf(launch));
   ++state->counts.launches;
+  return state->sequence.size();
+}
+
+// Writes `value` to stamp `which` (0: begun, 1: ended) when `stream` gets
+// there. The per-thread default stream of a _ptsz launch is named as such.
+void Stamp(CUstream stream, bool per_thread, int which, uint64_t value) {
+  if (state->stamps == nullptr) return;
+  if (stream == nullptr && per_thread) stream = CU_STREAM_PER_THREAD;
+  if (cuStreamWriteValue64(stream, state->device_stamps + which * sizeof(uint64_t), value,
+                           CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    ++state->counts.unstamped_launches;
+  }
 }
 
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                          const void* data) {
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
-  if (info->callbackSite != CUPTI_API_ENTER) return;
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (info->callbackSite != CUPTI_API_ENTER) return;
     std::lock_guard<std::mutex> lock(state->mutex);
     ++state->counts.runtime_launches;
     return;
   }
+  const bool per_thread = id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+                          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
+  CUstream stream = nullptr;
   switch (id) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
       const auto* p = static_cast<const cuLaunchKernel_params*>(info->functionParams);
-      Observe(info->symbolName, p->f, {p->gridDimX, p->gridDimY, p->gridDimZ},
-              {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes, p->kernelParams,
-              p->extra);
+      stream = p->hStream;
+      if (info->callbackSite == CUPTI_API_ENTER) {
+        launching = Observe(info->symbolName, p->f, {p->gridDimX, p->gridDimY, p->gridDimZ},
+                            {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes,
+                            p->kernelParams, p->extra);
+      }
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
       const auto* p = static_cast<const cuLaunchKernelEx_params*>(info->functionParams);
       const CUlaunchConfig& c = *p->config;
-      Observe(info->symbolName, p->f, {c.gridDimX, c.gridDimY, c.gridDimZ},
-              {c.blockDimX, c.blockDimY, c.blockDimZ}, c.sharedMemBytes, p->kernelParams,
-              p->extra);
+      stream = c.hStream;
+      if (info->callbackSite == CUPTI_API_ENTER) {
+        launching = Observe(info->symbolName, p->f, {c.gridDimX, c.gridDimY, c.gridDimZ},
+                            {c.blockDimX, c.blockDimY, c.blockDimZ}, c.sharedMemBytes,
+                            p->kernelParams, p->extra);
+      }
       break;
     }
     default:
-      break;
+      return;
   }
+  // Before the kernel in its stream: it has begun when the GPU writes this.
+  // After it: it has ended.
+  Stamp(stream, per_thread, info->callbackSite == CUPTI_API_ENTER ? 0 : 1, launching);
 }
 
 absl::Status Check(CUptiResult result, const char* what) {
@@ -145,10 +177,21 @@ absl::Status Check(CUptiResult result, const char* what) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LaunchObserver>> LaunchObserver::Start() {
+absl::StatusOr<std::unique_ptr<LaunchObserver>> LaunchObserver::Start(bool stream_stamps) {
   if (state != nullptr) return absl::FailedPreconditionError("a launch observer already runs");
   state = new ObserverState();
   std::unique_ptr<LaunchObserver> observer(new LaunchObserver());
+  if (stream_stamps) {
+    void* stamps = nullptr;
+    if (cuMemHostAlloc(&stamps, 2 * sizeof(uint64_t), CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS ||
+        cuMemHostGetDevicePointer(&state->device_stamps, stamps, 0) != CUDA_SUCCESS) {
+      if (stamps != nullptr) cuMemFreeHost(stamps);
+      return absl::InternalError(
+          "umlab_torch: cannot map host memory for the kernels' stream stamps");
+    }
+    state->stamps = static_cast<uint64_t*>(stamps);
+    state->stamps[0] = state->stamps[1] = 0;
+  }
   absl::Status status = Check(cuptiSubscribe(&state->subscriber, OnCallback, nullptr),
                               "cuptiSubscribe (is a profiler attached?)");
   const CUpti_CallbackId driver_ids[] = {
@@ -174,6 +217,11 @@ absl::StatusOr<std::unique_ptr<LaunchObserver>> LaunchObserver::Start() {
 LaunchObserver::~LaunchObserver() {
   if (state == nullptr) return;
   if (state->subscriber != nullptr) cuptiUnsubscribe(state->subscriber);
+  // Stamps may still be on their way from queued work: let it finish first.
+  if (state->stamps != nullptr) {
+    cuCtxSynchronize();
+    cuMemFreeHost(state->stamps);
+  }
   delete state;
   state = nullptr;
 }
@@ -189,6 +237,20 @@ LaunchCounts LaunchObserver::counts() const {
 std::vector<uint32_t> LaunchObserver::tensor_sequence() const {
   std::lock_guard<std::mutex> lock(state->mutex);
   return state->tensor_sequence;
+}
+
+uint64_t LaunchObserver::begun() const {
+  return state->stamps == nullptr ? 0 : *static_cast<volatile uint64_t*>(&state->stamps[0]);
+}
+
+uint64_t LaunchObserver::ended() const {
+  return state->stamps == nullptr ? 0 : *static_cast<volatile uint64_t*>(&state->stamps[1]);
+}
+
+uint32_t LaunchObserver::ExecutionIdOf(uint64_t sequence_number) const {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  if (sequence_number == 0 || sequence_number > state->sequence.size()) return 0;
+  return state->sequence[sequence_number - 1];
 }
 
 std::vector<uint32_t> LaunchObserver::sequence() const {

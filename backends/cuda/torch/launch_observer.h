@@ -4,6 +4,13 @@
 // (core/execution_id.h): the kernel's name, its grid, block and shared
 // memory, and its argument bytes, laid out by cuFuncGetParamInfo.
 //
+// With stream stamps on, it also marks each launch in its stream, as DeepUM's
+// runtime enqueues a callback before each kernel: the GPU writes the
+// launch's sequence number to host-mapped memory when the stream reaches the
+// kernel, and again when the kernel has finished (cuStreamWriteValue64, so
+// nothing runs on the host and the stream is not held). begun() and ended()
+// read them: on one stream, kernels begin and end in launch order.
+//
 // CUPTI allows one subscriber per process, so only one observer may exist.
 #ifndef UMLAB_BACKENDS_CUDA_TORCH_LAUNCH_OBSERVER_H_
 #define UMLAB_BACKENDS_CUDA_TORCH_LAUNCH_OBSERVER_H_
@@ -25,11 +32,12 @@ struct LaunchCounts {
   uint64_t tensor_execution_ids = 0;
   uint64_t runtime_launches = 0;  // runtime launch calls, as a cross-check
   uint64_t unsized_launches = 0;  // launches whose argument layout was unknown
+  uint64_t unstamped_launches = 0;  // stamps the driver refused (stream stamps on)
 };
 
 class LaunchObserver {
  public:
-  static absl::StatusOr<std::unique_ptr<LaunchObserver>> Start();
+  static absl::StatusOr<std::unique_ptr<LaunchObserver>> Start(bool stream_stamps = false);
   ~LaunchObserver();
 
   LaunchCounts counts() const;
@@ -37,6 +45,12 @@ class LaunchObserver {
   // hashes it (every argument byte) or by its tensors only.
   std::vector<uint32_t> sequence() const;
   std::vector<uint32_t> tensor_sequence() const;
+  // Stream stamps: the sequence number (1 for the first launch, 0 for none)
+  // of the last launch whose kernel the GPU has begun, and ended.
+  uint64_t begun() const;
+  uint64_t ended() const;
+  // The execution id of launch `sequence_number` (1-based).
+  uint32_t ExecutionIdOf(uint64_t sequence_number) const;
 
  private:
   LaunchObserver() = default;

@@ -13,6 +13,8 @@ std::mutex pool_mutex;
 ManagedPoolCounters counters;
 uint64_t limit_bytes = UINT64_MAX;
 std::map<uint64_t, uint64_t> live_segments;  // start -> bytes
+SegmentListener listener = nullptr;
+void* listener_context = nullptr;
 
 }  // namespace
 
@@ -39,10 +41,18 @@ bool InManagedSegment(uint64_t address) {
   return address - it->first < it->second;
 }
 
+void SetManagedPoolListener(SegmentListener new_listener, void* context) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  listener = new_listener;
+  listener_context = context;
+}
+
 }  // namespace umlab::cuda
 
 using umlab::cuda::counters;
 using umlab::cuda::limit_bytes;
+using umlab::cuda::listener;
+using umlab::cuda::listener_context;
 using umlab::cuda::live_segments;
 using umlab::cuda::pool_mutex;
 
@@ -74,14 +84,21 @@ extern "C" void* umlab_malloc(long size, int device, void* /*stream*/) {
   counters.live_bytes += bytes;
   live_segments[reinterpret_cast<uint64_t>(pointer)] = bytes;
   if (counters.live_bytes > counters.peak_live_bytes) counters.peak_live_bytes = counters.live_bytes;
+  if (listener != nullptr) listener(listener_context, true, reinterpret_cast<uint64_t>(pointer), bytes);
   return pointer;
 }
 
 extern "C" void umlab_free(void* pointer, long size, int /*device*/, void* /*stream*/) {
   if (pointer == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex);
+    ++counters.segments_freed;
+    counters.live_bytes -= static_cast<uint64_t>(size);
+    live_segments.erase(reinterpret_cast<uint64_t>(pointer));
+    if (listener != nullptr) {
+      listener(listener_context, false, reinterpret_cast<uint64_t>(pointer),
+               static_cast<uint64_t>(size));
+    }
+  }
   cudaFree(pointer);
-  std::lock_guard<std::mutex> lock(pool_mutex);
-  ++counters.segments_freed;
-  counters.live_bytes -= static_cast<uint64_t>(size);
-  live_segments.erase(reinterpret_cast<uint64_t>(pointer));
 }

@@ -31,6 +31,12 @@ void SetManagedPoolLimit(uint64_t bytes);
 void ResetManagedPoolPeak();
 // Whether `address` lies in a live managed segment (thread-safe).
 bool InManagedSegment(uint64_t address);
+// Hears every segment allocated (after) and freed (before it goes), on the
+// allocating thread; nullptr stops it. For the live engine's allocator
+// events.
+using SegmentListener = void (*)(void* context, bool allocated, uint64_t address,
+                                 uint64_t bytes);
+void SetManagedPoolListener(SegmentListener listener, void* context);
 
 }  // namespace umlab::cuda
 

@@ -17,8 +17,9 @@ std::string last_report;
 extern "C" {
 
 // 0 on success; otherwise umlab_torch_error() says why, in one line.
+// `policy` is a policy spec for the live engine, or "" for the driver alone.
 int umlab_torch_start(int gpu, unsigned long long capacity_bytes,
-                      unsigned long long host_limit_bytes) {
+                      unsigned long long host_limit_bytes, const char* policy) {
   if (session != nullptr) {
     last_error = "umlab_torch: a session is already running in this process";
     return 1;
@@ -27,6 +28,7 @@ int umlab_torch_start(int gpu, unsigned long long capacity_bytes,
   options.gpu = gpu;
   options.capacity_bytes = capacity_bytes;
   options.host_limit_bytes = host_limit_bytes;
+  options.policy = policy == nullptr ? "" : policy;
   absl::StatusOr<std::unique_ptr<umlab::cuda::TorchSession>> started =
       umlab::cuda::TorchSession::Start(options);
   if (!started.ok()) {

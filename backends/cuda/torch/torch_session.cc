@@ -10,8 +10,19 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backends/cuda/torch/managed_pool.h"
+#include "core/policy_stats.h"
+#include "emu/device_presets.h"
 
 namespace umlab::cuda {
+namespace {
+
+// The live engine's program is the process itself: nothing to read.
+class NoProgram final : public EventSource {
+ public:
+  bool Next(Event& /*event*/) override { return false; }
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TorchSession>> TorchSession::Start(
     const TorchSessionOptions& options) {
@@ -34,9 +45,13 @@ absl::StatusOr<std::unique_ptr<TorchSession>> TorchSession::Start(
   absl::StatusOr<std::unique_ptr<CuptiFaultStream>> records = CuptiFaultStream::Start(options.gpu);
   if (!records.ok()) return records.status();
   session->records_ = std::move(*records);
-  absl::StatusOr<std::unique_ptr<LaunchObserver>> launches = LaunchObserver::Start();
+  absl::StatusOr<std::unique_ptr<LaunchObserver>> launches =
+      LaunchObserver::Start(/*stream_stamps=*/!options.policy.empty());
   if (!launches.ok()) return launches.status();
   session->launches_ = std::move(*launches);
+  if (!options.policy.empty()) {
+    if (absl::Status s = session->StartEngine(); !s.ok()) return s;
+  }
   session->start_timestamp_ = CuptiFaultStream::Timestamp();
   // A flush holds its caller for about 2 ms, so it gets a thread of its own
   // (as in the cuda backend), and records are drained as they come.
@@ -51,7 +66,68 @@ absl::StatusOr<std::unique_ptr<TorchSession>> TorchSession::Start(
   return session;
 }
 
+absl::Status TorchSession::StartEngine() {
+  absl::StatusOr<DeviceConfig> device = DevicePreset(options_.device);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<std::unique_ptr<Policy>> policy = Policies().Create(options_.policy);
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("umlab_torch: --policy=%s: %s", options_.policy, policy.status().message()));
+  }
+  policy_ = std::move(*policy);
+  live_ = std::make_unique<LiveBackend>(options_.gpu, *launches_, options_.poll_interval_ns);
+  EngineConfig config;
+  config.batch_size = device->fault_batch_size;
+  config.fault_latency_ns = device->fault_latency_ns;
+  // The engine's budget is the balloon's capacity; without a balloon the
+  // GPU's memory is all there is.
+  const uint64_t capacity_frames =
+      options_.capacity_bytes > 0 ? options_.capacity_bytes / kBlockSize : kUnlimitedFrames;
+  engine_ = std::make_unique<Engine>(*live_, *policy_, capacity_frames, config);
+  SetManagedPoolListener(
+      [](void* context, bool allocated, uint64_t address, uint64_t bytes) {
+        static_cast<LiveBackend*>(context)->OnSegment(allocated, address, bytes);
+      },
+      live_.get());
+  engine_thread_ = std::thread([this] {
+    NoProgram nothing;
+    engine_status_ = live_->Run(nothing, *engine_, nullptr);
+  });
+  return absl::OkStatus();
+}
+
+std::string TorchSession::StopEngine() {
+  if (live_ == nullptr) return "null";
+  live_->Stop();
+  if (engine_thread_.joinable()) engine_thread_.join();
+  SetManagedPoolListener(nullptr, nullptr);
+  RunStats& stats = engine_->mutable_stats();
+  live_->FillStatistics(stats);
+  PolicyStats policy_stats;
+  policy_->ReportStats(policy_stats);
+  std::vector<std::string> counters;
+  for (const PolicyStats::Counter& counter : policy_stats.counters()) {
+    counters.push_back(std::visit(
+        [&](auto value) { return absl::StrCat("\"", counter.name, "\": ", value); },
+        counter.value));
+  }
+  absl::Status status = engine_status_;
+  if (status.ok()) status = live_->transfer_status();
+  return absl::StrFormat(
+      "{\"policy\": \"%s\", \"status\": \"%s\", \"kernels\": %d, \"faulted_blocks\": %d, "
+      "\"prefetch_requests\": %d, \"prefetch_bytes\": %d, \"pre_evictions\": %d, "
+      "\"evictions\": %d, \"device_evictions\": %d, \"invalidated_bytes\": %d, "
+      "\"stale_eviction_records\": %d, \"fault_records\": %d, \"peak_used_frames\": %d, "
+      "\"policy_stats\": {%s}}",
+      options_.policy, status.ok() ? "ok" : std::string(status.message()), stats.kernels,
+      stats.faulted_blocks, stats.prefetch_requests, stats.prefetch_bytes, stats.pre_evictions,
+      stats.evictions, stats.device_evictions, stats.invalidated_bytes,
+      stats.stale_eviction_records, stats.fault_records, stats.peak_used_frames,
+      absl::StrJoin(counters, ", "));
+}
+
 TorchSession::~TorchSession() {
+  if (live_ != nullptr && engine_thread_.joinable()) StopEngine();
   stopping_.store(true);
   if (flusher_.joinable()) flusher_.join();
   // The observers go before the balloon, so the device memory is returned
@@ -64,6 +140,7 @@ TorchSession::~TorchSession() {
 void TorchSession::MarkIteration() {
   std::lock_guard<std::mutex> lock(mutex_);
   marks_.push_back(CuptiFaultStream::Timestamp());
+  if (live_ != nullptr) live_->MarkIteration(marks_.back());
   mark_launches_.push_back(launches_->counts().launches);
   bins_.emplace_back();
 }
@@ -72,6 +149,7 @@ void TorchSession::Drain() {
   std::lock_guard<std::mutex> lock(mutex_);
   scratch_.clear();
   records_->Drain(scratch_);
+  if (live_ != nullptr) live_->OnRecords(scratch_);
   for (const UnifiedMemoryRecord& record : scratch_) {
     const size_t index = static_cast<size_t>(
         std::upper_bound(marks_.begin(), marks_.end(), record.start_ns) - marks_.begin());
@@ -107,6 +185,7 @@ std::string TorchSession::Report() {
   records_->Flush();
   Drain();
   const uint64_t end_timestamp = CuptiFaultStream::Timestamp();
+  const std::string engine = StopEngine();
   const LaunchCounts launches = launches_->counts();
   const ManagedPoolCounters pool = ManagedPoolSnapshot();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -178,13 +257,13 @@ std::string TorchSession::Report() {
       "\"execution_ids\": %d, \"tensor_execution_ids\": %d, \"runtime_launches\": %d, "
       "\"unsized_launches\": %d, "
       "\"managed_segments\": %d, \"peak_managed_bytes\": %d, \"refused_allocations\": %d, "
-      "\"dropped_records\": %d, \"records\": %s, \"iterations\": [%s]}",
+      "\"dropped_records\": %d, \"records\": %s, \"engine\": %s, \"iterations\": [%s]}",
       options_.gpu, options_.capacity_bytes, balloon_ ? balloon_->reserved_bytes() : 0,
       free_after_balloon_, end_timestamp - start_timestamp_, launches.launches,
       launches.execution_ids, launches.tensor_execution_ids, launches.runtime_launches,
       launches.unsized_launches,
       pool.segments_allocated, pool.peak_live_bytes, pool.refused, records_->dropped(),
-      bin_json(total), absl::StrJoin(iterations, ", "));
+      bin_json(total), engine, absl::StrJoin(iterations, ", "));
 }
 
 }  // namespace umlab::cuda

@@ -5,8 +5,10 @@
 // training marks its iterations; the report splits the records by them.
 //
 // This is what `python3 -m umlab_torch` drives through the C functions in
-// torch_c_api.cc. The policies do not act yet: the UVM driver alone serves
-// the faults (docs/torch.md says what is and is not built).
+// torch_c_api.cc. With a policy, an engine runs beside the training on a
+// thread of its own (LiveBackend): the policy prefetches, pre-evicts and
+// discards while the UVM driver serves the faults. Without one the driver
+// is alone (docs/torch.md says what is and is not built).
 #ifndef UMLAB_BACKENDS_CUDA_TORCH_TORCH_SESSION_H_
 #define UMLAB_BACKENDS_CUDA_TORCH_TORCH_SESSION_H_
 
@@ -22,6 +24,9 @@
 #include "backends/cuda/cupti_fault_stream.h"
 #include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/torch/launch_observer.h"
+#include "backends/cuda/torch/live_backend.h"
+#include "core/engine.h"
+#include "core/policy.h"
 
 namespace umlab::cuda {
 
@@ -33,6 +38,12 @@ struct TorchSessionOptions {
   uint64_t host_limit_bytes = UINT64_MAX;
   // Pause between CUPTI flushes (docs/cuda.md: longer pauses lose records).
   int64_t flush_interval_ns = 1000000;
+  // A policy spec (as --policy takes it) for the live engine; "" for none.
+  std::string policy;
+  // The device preset whose fault batch size and latency the engine uses.
+  std::string device = "h200";
+  // How often the engine thread looks for news.
+  int64_t poll_interval_ns = 20000;
 };
 
 class TorchSession {
@@ -60,11 +71,21 @@ class TorchSession {
 
   TorchSession() = default;
   void Drain();  // records gathered so far into their bins
+  // Starts the live engine with options_.policy.
+  absl::Status StartEngine();
+  // Stops it and returns its report (a JSON object), or "null" without one.
+  std::string StopEngine();
 
   TorchSessionOptions options_;
   std::unique_ptr<GpuBalloon> balloon_;
   std::unique_ptr<CuptiFaultStream> records_;
   std::unique_ptr<LaunchObserver> launches_;
+  // The live engine (with a policy only): its backend, policy and thread.
+  std::unique_ptr<LiveBackend> live_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<Engine> engine_;
+  std::thread engine_thread_;
+  absl::Status engine_status_;
   std::thread flusher_;
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;

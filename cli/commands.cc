@@ -18,6 +18,7 @@
 #include "cli/spec_check.h"
 #include "cli/sweep.h"
 #include "cli/sweep_merge.h"
+#include "cli/torch_command.h"
 #include "cli/trace_summary.h"
 #include "cli/visual_outputs.h"
 #include "core/byte_size.h"
@@ -487,6 +488,19 @@ const std::vector<Command>& Commands() {
          }
          return std::nullopt;
        }},
+      {"torch", "[options] -- SCRIPT [ARGS...]",
+       "run a PyTorch training script on managed memory, with umlab's policies acting on it",
+       "Starts python3 -m umlab_torch from this build (needs a GPU, PyTorch, and a build "
+       "with a CUDA toolkit); every option passes through to it. Each capacity runs the "
+       "script once per policy in a child process: 'driver' is the UVM driver alone, any "
+       "other name a umlab policy whose engine runs beside the training (docs/torch.md).",
+       std::vector<OptionSpec>{
+           {"capacity", "LIST", "fractions of the footprint in (0, 1] or sizes (6GiB)", "1.0"},
+           {"policies", "LIST", "driver, or umlab policy names such as deepum", "driver"},
+           {"gpu", "N", "CUDA device ordinal", "0"},
+           {"output", "FILE", "the detailed report (faults and traffic by cause, per iteration)"},
+           {"json", "FILE", "the runs as the JSON contract, for umlab report"}},
+       [](const Context&) -> std::optional<Failure> { return std::nullopt; }},
       {"policies", "", "list the policies with their parameters and defaults", "",
        {}, PoliciesCommand},
       {"workloads", "[--describe NAME [--workload-arg K=V]]",
@@ -610,6 +624,10 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     return kExitUsage;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  // Its options, and the script's after "--", are the launcher's to read.
+  if (command->name == "torch" && !(rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h"))) {
+    return RunTorchLauncher(rest, err);
+  }
   if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
       std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
     out << CommandHelp(*command);

@@ -53,3 +53,57 @@ def test_the_script_comes_after_a_double_dash():
 def test_marking_an_iteration_without_a_session_does_nothing():
     import umlab_torch
     umlab_torch.mark_iteration()  # no library loaded: a no-op, not an error
+
+
+def test_umlab_torch_passes_everything_to_the_launcher():
+    """`umlab torch` runs this package's launcher (found beside the build)
+    with the options untouched: its one-line errors come through."""
+    import umlab_torch
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(umlab_torch.__file__))))
+    umlab = os.path.join(build, "cli", "umlab")
+    if not os.path.exists(os.path.join(os.path.dirname(umlab_torch.__file__), "libumlab_torch.so")):
+        pytest.skip("the package is not built here")
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # umlab torch sets it to the build's own package
+    result = subprocess.run([umlab, "torch", "--capacity=2", "--", "train.py"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode != 0
+    assert result.stderr.strip() == ("umlab_torch: --capacity=2: give a fraction of the "
+                                     "footprint in (0, 1] or a size such as 6GiB")
+
+
+def synthetic_report(policy, capacity_bytes, times_ns, h2d, engine=None):
+    """A session report as libumlab_torch writes it, cut to what the
+    contract reads."""
+    records = {"faults": 10, "fault_records": 5, "h2d_bytes": h2d, "d2h_bytes": h2d,
+               "h2d_by_cause": {"user": h2d // 4} if engine else {}, "thrashing_detections": 0,
+               "throttled_ns": 0}
+    return {"gpu": 0, "capacity_bytes": capacity_bytes, "peak_managed_bytes": 8 << 30,
+            "kernels": 100, "dropped_records": 0, "records": records, "engine": engine,
+            "policy": policy, "iterations": [
+                {"time_ns": t, "records": dict(records, faults=2)} for t in times_ns]}
+
+
+def test_runs_follow_the_json_contract_with_cupti_traffic():
+    main = umlab_torch_main
+    footprint = main.contract_run(synthetic_report("driver", 0, [300, 100, 100], 0),
+                                  ["train.py"], 8 << 30, 100)
+    assert footprint["capacity_bytes"] == 8 << 30  # no balloon: the footprint
+    assert footprint["stall_ns"] == 200 and footprint["ideal_time_ns"] == 300
+    deepum = main.contract_run(
+        synthetic_report("deepum", 4 << 30, [900, 500, 400], 4000,
+                         {"faulted_blocks": 7, "pre_evictions": 3, "policy_stats": {"x": 1}}),
+        ["train.py", "--iterations", "3"], 8 << 30, 100)
+    for key in ("policy", "backend", "workload", "device", "capacity_bytes", "footprint_bytes",
+                "iterations", "faults", "faulted_pages", "faulted_in_flight_pages", "h2d_bytes",
+                "d2h_bytes", "prefetch_bytes", "prefetch_useful_bytes", "time_ns", "stall_ns",
+                "ideal_time_ns", "per_iteration", "policy_stats"):
+        assert key in deepum, key
+    assert deepum["backend"] == "torch" and deepum["workload"] == "train.py --iterations 3"
+    assert deepum["prefetch_bytes"] == 1000  # what umlab's calls moved, by CUPTI
+    assert deepum["faulted_blocks"] == 7 and deepum["policy_stats"] == {"x": 1}
+    assert [it["stall_ns"] for it in deepum["per_iteration"]] == [800, 400, 300]
+    assert deepum["steady_iteration_ns"] == 500  # median of iterations 2-3 by the marks
+    table = main.runs_table([footprint, deepum]).splitlines()
+    assert table[0].split()[:3] == ["policy", "capacity", "steady"]
+    assert len(table) == 4

@@ -142,6 +142,88 @@ def summarise(report):
     return line
 
 
+CONTRACT_VERSION = "1.0"  # docs/json-contract.md
+
+
+def steady_time_ns(report):
+    """The median steady iteration (after the first), by the script's own
+    clock where it prints one, else between umlab's marks."""
+    iterations = report["iterations"][1:] or report["iterations"]
+    seconds = [line["seconds"] for line in report.get("script_lines", [])[1:] if "seconds" in line]
+    times = sorted(s * 1e9 for s in seconds) or sorted(i["time_ns"] for i in iterations)
+    return times[len(times) // 2] if times else 0
+
+
+def contract_run(report, script, footprint, ideal_iteration_ns):
+    """One run of the JSON contract (docs/json-contract.md) from a session
+    report. Faults and traffic are CUPTI's; the engine's counts, where a
+    policy ran, are the engine's. Without an engine, what only it can count
+    (faulted pages, prefetch usefulness) is 0. ideal_time_ns is the run's
+    iterations at the footprint run's steady pace: the training with no
+    memory pressure."""
+    iterations = report["iterations"]
+    engine = report.get("engine") or {}
+    records = report["records"]
+    time_ns = sum(i["time_ns"] for i in iterations)
+    ideal = int(ideal_iteration_ns * len(iterations))
+    run = {
+        "policy": report.get("policy", "driver"), "backend": "torch",
+        "workload": " ".join(script), "device": f"gpu {report['gpu']}",
+        "capacity_bytes": report["capacity_bytes"] or footprint or 0,
+        "footprint_bytes": footprint or report["peak_managed_bytes"],
+        "iterations": len(iterations), "faults": records["faults"],
+        "faulted_pages": engine.get("faulted_pages", 0),
+        "faulted_in_flight_pages": engine.get("faulted_in_flight_pages", 0),
+        "fault_batches": engine.get("fault_batches", 0),
+        "faulted_blocks": engine.get("faulted_blocks", 0),
+        "h2d_bytes": records["h2d_bytes"], "d2h_bytes": records["d2h_bytes"],
+        # What umlab's own calls moved (CUPTI's cause "user").
+        "prefetch_bytes": records["h2d_by_cause"].get("user", 0),
+        "prefetch_useful_bytes": engine.get("prefetch_useful_bytes", 0),
+        "evicted_bytes": engine.get("evicted_bytes", 0),
+        "invalidated_bytes": engine.get("invalidated_bytes", 0),
+        "time_ns": time_ns, "stall_ns": max(0, time_ns - ideal), "ideal_time_ns": ideal,
+        "launch_ns": 0,
+        "kernels": report["kernels"], "fault_records": records["fault_records"],
+        "dropped_records": report["dropped_records"],
+        "prefetch_requests": engine.get("prefetch_requests", 0),
+        "pre_evictions": engine.get("pre_evictions", 0),
+        "evictions": engine.get("evictions", 0),
+        "device_evictions": engine.get("device_evictions", 0),
+        "stale_eviction_records": engine.get("stale_eviction_records", 0),
+        "thrashing_detections": records["thrashing_detections"],
+        "throttled_ns": records["throttled_ns"],
+        "steady_iteration_ns": steady_time_ns(report),
+        "per_iteration": [{
+            "faults": i["records"]["faults"], "time_ns": i["time_ns"],
+            "h2d_bytes": i["records"]["h2d_bytes"], "d2h_bytes": i["records"]["d2h_bytes"],
+            "stall_ns": max(0, i["time_ns"] - int(ideal_iteration_ns))} for i in iterations],
+        "policy_stats": engine.get("policy_stats", {}),
+    }
+    return run
+
+
+def runs_table(runs):
+    """One row per run, as `umlab compare` prints them; speedup is against
+    the driver alone at the same capacity."""
+    baseline = {run["capacity_bytes"]: run["steady_iteration_ns"]
+                for run in runs if run["policy"] == "driver"}
+    header = (f"{'policy':8s} {'capacity':>10s} {'steady iter':>12s} {'speedup':>8s} "
+              f"{'faults/iter':>12s} {'h2d/iter':>10s} {'d2h/iter':>10s} {'umlab moved':>12s}")
+    lines = [header, "-" * len(header)]
+    for run in runs:
+        n = max(1, run["iterations"])
+        base = baseline.get(run["capacity_bytes"])
+        speedup = f"{base / run['steady_iteration_ns']:.2f}x" if base and run[
+            "steady_iteration_ns"] else "-"
+        lines.append(
+            f"{run['policy']:8s} {run['capacity_bytes'] / 2**30:>6.2f} GiB "
+            f"{run['steady_iteration_ns'] / 1e6:>9.1f} ms {speedup:>8s} "
+            f"{run['faults'] / n:>12.0f} {run['h2d_bytes'] / n / 2**30:>6.2f} GiB "
+            f"{run['d2h_bytes'] / n / 2**30:>6.2f} GiB {run['prefetch_bytes'] / 2**30:>8.2f} GiB")
+    return "\n".join(lines)
+
+
 def main():
     argv = sys.argv[1:]
     if "--" not in argv:
@@ -160,7 +242,10 @@ def main():
                              "names, each run at every capacity (default: driver)")
     parser.add_argument("--gpu", type=int, default=0, help="CUDA device ordinal")
     parser.add_argument("--policy", default="driver", help=argparse.SUPPRESS)
-    parser.add_argument("--output", help="write the JSON report here")
+    parser.add_argument("--output", help="write the detailed JSON report here")
+    parser.add_argument("--json", dest="contract",
+                        help="write the runs as umlab's JSON contract here (docs/json-contract.md; "
+                             "umlab report draws it)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity-bytes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--report", help=argparse.SUPPRESS)
@@ -201,6 +286,13 @@ def main():
             result["runs"].append(constrained)
     for run in result["runs"]:
         print(f"umlab_torch: {run['label']:28s} {summarise(run)}", file=sys.stderr)
+    footprint_run = next((r for r in result["runs"] if r["label"].endswith("(footprint)")), None)
+    ideal_ns = steady_time_ns(footprint_run) if footprint_run else 0
+    contract = [contract_run(run, script_argv, footprint, ideal_ns) for run in result["runs"]]
+    print(runs_table(contract), file=sys.stderr)
+    if args.contract:
+        with open(args.contract, "w") as out:
+            json.dump({"contract_version": CONTRACT_VERSION, "runs": contract}, out, indent=1)
     if args.output:
         with open(args.output, "w") as out:
             json.dump(result, out, indent=1)

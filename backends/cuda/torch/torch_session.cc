@@ -114,16 +114,18 @@ std::string TorchSession::StopEngine() {
   absl::Status status = engine_status_;
   if (status.ok()) status = live_->transfer_status();
   return absl::StrFormat(
-      "{\"policy\": \"%s\", \"status\": \"%s\", \"kernels\": %d, \"faulted_blocks\": %d, "
-      "\"prefetch_requests\": %d, \"prefetch_bytes\": %d, \"pre_evictions\": %d, "
-      "\"evictions\": %d, \"device_evictions\": %d, \"invalidated_bytes\": %d, "
-      "\"stale_eviction_records\": %d, \"fault_records\": %d, \"peak_used_frames\": %d, "
-      "\"policy_stats\": {%s}}",
+      "{\"policy\": \"%s\", \"status\": \"%s\", \"kernels\": %d, \"fault_batches\": %d, "
+      "\"faulted_pages\": %d, \"faulted_in_flight_pages\": %d, \"faulted_blocks\": %d, "
+      "\"prefetch_requests\": %d, \"prefetch_bytes\": %d, \"prefetch_useful_bytes\": %d, "
+      "\"pre_evictions\": %d, \"evictions\": %d, \"device_evictions\": %d, "
+      "\"evicted_bytes\": %d, \"invalidated_bytes\": %d, \"stale_eviction_records\": %d, "
+      "\"fault_records\": %d, \"peak_used_frames\": %d, \"policy_stats\": {%s}}",
       options_.policy, status.ok() ? "ok" : std::string(status.message()), stats.kernels,
-      stats.faulted_blocks, stats.prefetch_requests, stats.prefetch_bytes, stats.pre_evictions,
-      stats.evictions, stats.device_evictions, stats.invalidated_bytes,
-      stats.stale_eviction_records, stats.fault_records, stats.peak_used_frames,
-      absl::StrJoin(counters, ", "));
+      stats.fault_batches, stats.faulted_pages, stats.faulted_in_flight_pages,
+      stats.faulted_blocks, stats.prefetch_requests, stats.prefetch_bytes,
+      stats.prefetch_useful_bytes, stats.pre_evictions, stats.evictions, stats.device_evictions,
+      stats.evicted_bytes, stats.invalidated_bytes, stats.stale_eviction_records,
+      stats.fault_records, stats.peak_used_frames, absl::StrJoin(counters, ", "));
 }
 
 TorchSession::~TorchSession() {

@@ -208,7 +208,8 @@ def runs_table(runs):
     the driver alone at the same capacity."""
     baseline = {run["capacity_bytes"]: run["steady_iteration_ns"]
                 for run in runs if run["policy"] == "driver"}
-    header = (f"{'policy':8s} {'capacity':>10s} {'steady iter':>12s} {'speedup':>8s} "
+    width = max([len("policy")] + [len(run["policy"]) for run in runs])
+    header = (f"{'policy':{width}s} {'capacity':>10s} {'steady iter':>12s} {'speedup':>8s} "
               f"{'faults/iter':>12s} {'h2d/iter':>10s} {'d2h/iter':>10s} {'umlab moved':>12s}")
     lines = [header, "-" * len(header)]
     for run in runs:
@@ -217,7 +218,7 @@ def runs_table(runs):
         speedup = f"{base / run['steady_iteration_ns']:.2f}x" if base and run[
             "steady_iteration_ns"] else "-"
         lines.append(
-            f"{run['policy']:8s} {run['capacity_bytes'] / 2**30:>6.2f} GiB "
+            f"{run['policy']:{width}s} {run['capacity_bytes'] / 2**30:>6.2f} GiB "
             f"{run['steady_iteration_ns'] / 1e6:>9.1f} ms {speedup:>8s} "
             f"{run['faults'] / n:>12.0f} {run['h2d_bytes'] / n / 2**30:>6.2f} GiB "
             f"{run['d2h_bytes'] / n / 2**30:>6.2f} GiB {run['prefetch_bytes'] / 2**30:>8.2f} GiB")

@@ -79,9 +79,6 @@ CudaBackend::CudaBackend(const DeviceConfig& device, uint64_t capacity_frames,
       options_(options),
       capacity_frames_(capacity_frames),
       gpu_free_bytes_(gpu_free_bytes),
-      // The GPU's own fault buffer is not ours to model here: this one only
-      // carries records to the engine, and must not drop any.
-      faults_(size_t{1} << 20),
       start_(std::chrono::steady_clock::now()),
       driver_records_(options.memory == MemoryMode::kDriver,
                       [this](uint64_t managed) { return segments_.ToProgram(managed); }) {}
@@ -445,45 +442,23 @@ absl::Status CudaBackend::Poll(bool flush) {
     ++overshoot_samples_;
   }
   if (!faults_.empty()) engine_->ServiceFaults();
-  DeliverCompletions();
+  DeliverCompletions(driver_records_);
   std::lock_guard<std::mutex> lock(error_mutex_);
   return error_;
 }
 
-void CudaBackend::DeliverCompletions() {
-  calls_.DeliverCompletions(*listener_, *engine_, faults_, driver_records_);
-}
 
 // ---------------------------------------------------------------------------
 // Data movement.
 
-std::vector<TransferIssuer::Span> CudaBackend::Spans(BlockNumber block,
-                                                     const PageMask& pages) const {
-  std::vector<TransferIssuer::Span> spans;
+std::vector<DriverCalls::Span> CudaBackend::Spans(BlockNumber block,
+                                                  const PageMask& pages) const {
+  std::vector<DriverCalls::Span> spans;
   ForEachPageRun(pages, [&](int first, int count) {
     const uint64_t device = segments_.ToDevice(block * kBlockSize + uint64_t(first) * kPageSize);
     if (device != 0) spans.push_back({device, uint64_t(count) * kPageSize});
   });
   return spans;
-}
-
-void CudaBackend::Migrate(const Transfer& transfer) {
-  calls_.Migrate(transfer, Spans(transfer.block, transfer.pages));
-}
-
-void CudaBackend::Evict(const Transfer& transfer) {
-  calls_.Evict(transfer, Spans(transfer.block, transfer.pages & ~transfer.copy),
-               Spans(transfer.block, transfer.copy));
-}
-
-void CudaBackend::Invalidate(BlockNumber block, const PageMask& pages) {
-  calls_.Discard(Spans(block, pages));
-}
-
-PageUse CudaBackend::QueryUse(BlockNumber block) const {
-  const BlockState* state = engine_ == nullptr ? nullptr : engine_->memory_state().Find(block);
-  const PageMask resident = state == nullptr ? PageMask() : state->resident;
-  return PageUse{resident, resident};
 }
 
 void CudaBackend::FillStatistics() {

@@ -41,6 +41,7 @@
 #include "backends/cuda/cupti_fault_stream.h"
 #include "backends/cuda/driver_calls.h"
 #include "backends/cuda/driver_record_reader.h"
+#include "backends/cuda/uvm_driver_backend.h"
 #include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/managed_segments.h"
 #include "backends/cuda/replay_kernel.h"
@@ -84,7 +85,7 @@ struct CudaOptions {
   bool driver_room_for_prefetches = true;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public UvmDriverBackend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const DeviceConfig& device,
                                                              uint64_t capacity_frames,
@@ -94,24 +95,12 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder) override;
 
-  void SetListener(TransferListener* listener) override { listener_ = listener; }
-  size_t FetchFaults(absl::Span<FaultEntry> out) override { return faults_.Fetch(out); }
-  void Migrate(const Transfer& transfer) override;
-  void Evict(const Transfer& transfer) override;
-  void Invalidate(BlockNumber block, const PageMask& pages) override;
-  // The GPU keeps no dirty or accessed bits the host can read: every
-  // resident page counts as both (UVM writes back whole chunks).
-  PageUse QueryUse(BlockNumber block) const override;
-  // The hardware replays faults itself once the driver has serviced them.
-  void Replay(ReplayPolicy, BlockNumber, Nanos) override {}
   // Under memory=driver the UVM driver evicts for the faults it services,
   // and for the prefetches it is given where `driver_room` says so.
   bool MakesRoomFor(TransferKind arrival) const override {
     if (options_.memory != MemoryMode::kDriver) return false;
     return arrival == TransferKind::kFaultMigration || options_.driver_room_for_prefetches;
   }
-  // Traffic and faults are CUPTI's (FillStatistics).
-  bool CountsItsOwnTraffic() const override { return true; }
   Nanos Now() const override;
 
  private:
@@ -132,9 +121,8 @@ class CudaBackend final : public Backend {
   // Gathers CUPTI records, lets the engine service faults, and hands
   // finished transfers back to it.
   absl::Status Poll(bool flush);
-  void DeliverCompletions();
-  // The managed memory behind `pages` of `block`, one span per run.
-  std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
+  // The device copy of the program's `pages` of `block`, one span per run.
+  std::vector<DriverCalls::Span> Spans(BlockNumber block, const PageMask& pages) const override;
   void FillStatistics();
   void LogKernels();
   // The replay kernel's issuers and step for one kernel (core/access_pace.h).
@@ -153,10 +141,7 @@ class CudaBackend final : public Backend {
   ManagedSegments segments_;
   std::unique_ptr<GpuBalloon> balloon_;
   std::unique_ptr<CuptiFaultStream> cupti_;
-  FaultBuffer faults_;
-  Engine* engine_ = nullptr;
   uint32_t current_exec_id_ = 0;
-  TransferListener* listener_ = nullptr;
   EventSink* recorder_ = nullptr;
 
   // Set once by either thread; read by both.
@@ -166,7 +151,6 @@ class CudaBackend final : public Backend {
 
   cudaStream_t compute_stream_ = nullptr;
   cudaStream_t migration_stream_ = nullptr;
-  DriverCalls calls_;  // issues for one run
 
   // Device memory: every kernel's ranges, and its counters (zeroed).
   DeviceRange* device_ranges_ = nullptr;

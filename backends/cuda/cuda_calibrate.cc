@@ -58,6 +58,13 @@ using umlab::cuda::KernelProgress;
 // Runs one replay kernel per entry of `accesses` (its access count), back to
 // back with no compute, splitting `ranges` evenly among them, and returns
 // their progress stamps.
+// Says why a step failed, in one line; whether it did.
+bool Failed(const absl::Status& status) {
+  if (status.ok()) return false;
+  std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(status.message()).c_str());
+  return true;
+}
+
 std::vector<KernelProgress> Replay(const std::vector<DeviceRange>& ranges,
                                    const std::vector<uint64_t>& accesses, unsigned workers,
                                    unsigned warps_per_block, cudaStream_t stream) {
@@ -215,10 +222,7 @@ int main() {
   {
     absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
         umlab::cuda::GpuBalloon::Inflate(half);
-    if (!balloon.ok()) {
-      std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(balloon.status().message()).c_str());
-      return 1;
-    }
+    if (Failed(balloon.status())) return 1;
     Replay({DeviceRange{address, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
     const std::vector<KernelProgress> second =
         Replay({DeviceRange{address + half, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
@@ -246,10 +250,7 @@ int main() {
   // so the probe has a region of its own, allocated after CUPTI starts.
   absl::StatusOr<std::unique_ptr<umlab::cuda::CuptiFaultStream>> records =
       umlab::cuda::CuptiFaultStream::Start(device);
-  if (!records.ok()) {
-    std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(records.status().message()).c_str());
-    return 1;
-  }
+  if (Failed(records.status())) return 1;
   char* probe = nullptr;
   if (!Ok(cudaMallocManaged(reinterpret_cast<void**>(&probe), region), "cudaMallocManaged")) {
     return 1;
@@ -282,10 +283,7 @@ int main() {
     TimePrefetch(probe, region, region, host, stream);
     absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
         umlab::cuda::GpuBalloon::Inflate(half);
-    if (!balloon.ok()) {
-      std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(balloon.status().message()).c_str());
-      return 1;
-    }
+    if (Failed(balloon.status())) return 1;
     Replay({DeviceRange{probe_address, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
     moved_since();
     std::vector<void*> spans;

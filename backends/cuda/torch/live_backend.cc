@@ -13,9 +13,6 @@ LiveBackend::LiveBackend(int gpu, const LaunchObserver& launches, Nanos poll_int
     : gpu_(gpu),
       launches_(launches),
       poll_interval_ns_(poll_interval_ns),
-      // The GPU's fault buffer is not modelled: this one only carries the
-      // records' blocks to the engine, and must not drop any.
-      faults_(size_t{1} << 20),
       // The process's managed pointers are the program's addresses.
       reader_(/*driver_evicts=*/true,
               [](uint64_t address) -> std::optional<uint64_t> { return address; }) {}
@@ -61,7 +58,7 @@ absl::Status LiveBackend::Run(EventSource& /*program*/, Engine& engine, EventSin
     DeliverProgramEvents(iteration);
     DeliverKernels();
     ReadRecords();
-    DeliverCompletions();
+    DeliverCompletions(reader_);
   };
   while (!stop_.load()) {
     serve();
@@ -131,40 +128,17 @@ void LiveBackend::ReadRecords() {
   if (!faults_.empty() && !engine_->servicing()) engine_->ServiceFaults();
 }
 
-void LiveBackend::DeliverCompletions() {
-  calls_.DeliverCompletions(*listener_, *engine_, faults_, reader_);
-}
 
-std::vector<TransferIssuer::Span> LiveBackend::Spans(BlockNumber block,
-                                                     const PageMask& pages) const {
+std::vector<DriverCalls::Span> LiveBackend::Spans(BlockNumber block,
+                                                  const PageMask& pages) const {
   // A segment PyTorch has given back must not be touched: its pages are
   // skipped (the engine hears of the free a poll later).
-  std::vector<TransferIssuer::Span> spans;
+  std::vector<DriverCalls::Span> spans;
   ForEachPageRun(pages, [&](int first, int count) {
     const uint64_t address = block * kBlockSize + uint64_t(first) * kPageSize;
     if (InManagedSegment(address)) spans.push_back({address, uint64_t(count) * kPageSize});
   });
   return spans;
-}
-
-void LiveBackend::Migrate(const Transfer& transfer) {
-  calls_.Migrate(transfer, Spans(transfer.block, transfer.pages));
-}
-
-void LiveBackend::Evict(const Transfer& transfer) {
-  calls_.Evict(transfer, Spans(transfer.block, transfer.pages & ~transfer.copy),
-               Spans(transfer.block, transfer.copy));
-}
-
-void LiveBackend::Invalidate(BlockNumber block, const PageMask& pages) {
-  std::vector<TransferIssuer::Span> spans = Spans(block, pages);
-  if (!spans.empty()) calls_.Discard(std::move(spans));
-}
-
-PageUse LiveBackend::QueryUse(BlockNumber block) const {
-  const BlockState* state = engine_ == nullptr ? nullptr : engine_->memory_state().Find(block);
-  const PageMask resident = state == nullptr ? PageMask() : state->resident;
-  return PageUse{resident, resident};
 }
 
 void LiveBackend::FillStatistics(RunStats& stats) const {

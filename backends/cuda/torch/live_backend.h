@@ -26,12 +26,13 @@
 #include "backends/cuda/driver_record_reader.h"
 #include "backends/cuda/transfer_issuer.h"
 #include "backends/cuda/torch/launch_observer.h"
+#include "backends/cuda/uvm_driver_backend.h"
 #include "core/backend.h"
 #include "emu/fault_buffer.h"
 
 namespace umlab::cuda {
 
-class LiveBackend final : public Backend {
+class LiveBackend final : public UvmDriverBackend {
  public:
   LiveBackend(int gpu, const LaunchObserver& launches, Nanos poll_interval_ns);
   ~LiveBackend() override;
@@ -50,19 +51,9 @@ class LiveBackend final : public Backend {
   // Serves the engine until Stop; `program` is not read (the process is the
   // program).
   absl::Status Run(EventSource& program, Engine& engine, EventSink* recorder) override;
-  void SetListener(TransferListener* listener) override { listener_ = listener; }
-  size_t FetchFaults(absl::Span<FaultEntry> out) override { return faults_.Fetch(out); }
-  void Migrate(const Transfer& transfer) override;
-  void Evict(const Transfer& transfer) override;
-  void Invalidate(BlockNumber block, const PageMask& pages) override;
-  // As on the cuda backend: no dirty bits the host can read.
-  PageUse QueryUse(BlockNumber block) const override;
-  // The driver replays by itself.
-  void Replay(ReplayPolicy, BlockNumber, Nanos) override {}
   // The balloon leaves only the capacity: the driver makes room for every
   // arrival, the policy's prefetches included.
   bool MakesRoomFor(TransferKind) const override { return true; }
-  bool CountsItsOwnTraffic() const override { return true; }
   Nanos Now() const override;
 
   // After Run: the driver's faults and traffic (RunStats' contract).
@@ -76,25 +67,20 @@ class LiveBackend final : public Backend {
     bool allocated = false;
     uint64_t address = 0, bytes = 0, timestamp = 0;
   };
-  // The managed memory behind `pages` of `block`, in live segments only.
-  std::vector<TransferIssuer::Span> Spans(BlockNumber block, const PageMask& pages) const;
+  // The process's own addresses, in live segments only.
+  std::vector<DriverCalls::Span> Spans(BlockNumber block, const PageMask& pages) const override;
   // Allocator events and iteration marks, in the order they came.
   void DeliverProgramEvents(uint64_t& iteration);
   // Kernel begins and ends the GPU has stamped since the last call.
   void DeliverKernels();
   void ReadRecords();
-  void DeliverCompletions();
 
   const int gpu_;
   const LaunchObserver& launches_;
   const Nanos poll_interval_ns_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  Engine* engine_ = nullptr;
-  TransferListener* listener_ = nullptr;
-  FaultBuffer faults_;
   DriverRecordReader reader_;
   cudaStream_t stream_ = nullptr;
-  DriverCalls calls_;
 
   std::mutex inbox_mutex_;
   std::vector<Pending> pending_;

@@ -71,6 +71,10 @@ def child(args, script_argv):
                                  policy) != 0:
         sys.exit(library.umlab_torch_error().decode())
     report = b""
+    block_trace = "not asked (the driver alone)"
+    if args.policy != "driver":
+        from umlab_torch import block_trace as tracer
+        block_trace = tracer.attach(umlab_torch.library_path()) or "attached"
     try:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(umlab_torch.library_path(),
                                                              "umlab_malloc", "umlab_free")
@@ -86,8 +90,10 @@ def child(args, script_argv):
             torch.cuda.synchronize()
     finally:
         report = library.umlab_torch_stop()
+    detail = json.loads(report.decode())
+    detail["block_trace"] = block_trace
     with open(args.report, "w") as out:
-        out.write(report.decode())
+        json.dump(detail, out)
 
 
 def run_once(args, script_argv, capacity_bytes, policy="driver"):

@@ -24,12 +24,19 @@ LiveBackend::~LiveBackend() {
 
 void LiveBackend::OnSegment(bool allocated, uint64_t address, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(inbox_mutex_);
-  pending_.push_back(Pending{false, allocated, address, bytes, 0});
+  pending_.push_back(Pending{allocated ? EventKind::kAlloc : EventKind::kFree, address, bytes, 0});
+}
+
+void LiveBackend::OnBlock(bool live, uint64_t address, uint64_t bytes) {
+  // Called with PyTorch's allocator lock held: only the inbox's lock here.
+  std::lock_guard<std::mutex> lock(inbox_mutex_);
+  pending_.push_back(
+      Pending{live ? EventKind::kActivate : EventKind::kDeactivate, address, bytes, 0});
 }
 
 void LiveBackend::MarkIteration(uint64_t cupti_timestamp) {
   std::lock_guard<std::mutex> lock(inbox_mutex_);
-  pending_.push_back(Pending{true, false, 0, 0, cupti_timestamp});
+  pending_.push_back(Pending{EventKind::kIterationBegin, 0, 0, cupti_timestamp});
 }
 
 void LiveBackend::OnRecords(const std::vector<UnifiedMemoryRecord>& records) {
@@ -79,12 +86,11 @@ void LiveBackend::DeliverProgramEvents(uint64_t& iteration) {
   }
   for (const Pending& item : pending) {
     Event event;
-    if (item.iteration) {
+    event.kind = item.kind;
+    if (item.kind == EventKind::kIterationBegin) {
       reader_.MarkIteration(item.timestamp);
-      event.kind = EventKind::kIterationBegin;
       event.iteration = iteration++;
     } else {
-      event.kind = item.allocated ? EventKind::kAlloc : EventKind::kFree;
       event.address = item.address;
       event.size = item.bytes;
     }

@@ -40,6 +40,10 @@ class LiveBackend final : public UvmDriverBackend {
   // Producers, on any thread.
   // A managed segment was allocated, or is about to be freed.
   void OnSegment(bool allocated, uint64_t address, uint64_t bytes);
+  // PyTorch's caching allocator handed out a block (`live`) or took one
+  // back into its cache: the engine's allocator events kActivate and
+  // kDeactivate, DeepUM's inputs for invalidation.
+  void OnBlock(bool live, uint64_t address, uint64_t bytes);
   // The training's next iteration starts now (CUPTI's clock).
   void MarkIteration(uint64_t cupti_timestamp);
   // CUPTI's records, as the session's flusher drains them.
@@ -63,8 +67,7 @@ class LiveBackend final : public UvmDriverBackend {
 
  private:
   struct Pending {
-    bool iteration = false;  // else a segment
-    bool allocated = false;
+    EventKind kind = EventKind::kIterationBegin;  // or an allocator event
     uint64_t address = 0, bytes = 0, timestamp = 0;
   };
   // The process's own addresses, in live segments only.

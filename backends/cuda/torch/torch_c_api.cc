@@ -2,6 +2,7 @@
 // process, started before the training allocates and reported at its end.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backends/cuda/torch/torch_session.h"
@@ -9,6 +10,9 @@
 namespace {
 
 std::unique_ptr<umlab::cuda::TorchSession> session;
+// Block events come from PyTorch's allocator on any thread, and may keep
+// coming after the session ends: they and the session's end take turns.
+std::mutex session_mutex;
 std::string last_error;
 std::string last_report;
 
@@ -41,6 +45,17 @@ int umlab_torch_start(int gpu, unsigned long long capacity_bytes,
 
 const char* umlab_torch_error() { return last_error.c_str(); }
 
+// PyTorch's caching allocator's trace (python/umlab_torch/block_trace.py
+// attaches it): `action` is c10's TraceEntry::Action. A block handed out
+// (ALLOC, 0) is live; one whose free completed (FREE_COMPLETED, 2) is back
+// in the cache, its bytes garbage until handed out again.
+void umlab_torch_block_event(int action, unsigned long long address, unsigned long long bytes) {
+  constexpr int kAlloc = 0, kFreeCompleted = 2;
+  if (action != kAlloc && action != kFreeCompleted) return;
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (session != nullptr) session->OnBlock(action == kAlloc, address, bytes);
+}
+
 void umlab_torch_mark_iteration() {
   if (session != nullptr) session->MarkIteration();
 }
@@ -50,6 +65,7 @@ void umlab_torch_mark_iteration() {
 const char* umlab_torch_stop() {
   if (session == nullptr) return "";
   last_report = session->Report();
+  std::lock_guard<std::mutex> lock(session_mutex);
   session.reset();
   return last_report.c_str();
 }

@@ -139,6 +139,12 @@ TorchSession::~TorchSession() {
   balloon_.reset();
 }
 
+void TorchSession::OnBlock(bool live, uint64_t address, uint64_t bytes) {
+  if (live_ != nullptr) live_->OnBlock(live, address, bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++block_events_;
+}
+
 void TorchSession::MarkIteration() {
   std::lock_guard<std::mutex> lock(mutex_);
   marks_.push_back(CuptiFaultStream::Timestamp());
@@ -259,13 +265,14 @@ std::string TorchSession::Report() {
       "\"execution_ids\": %d, \"tensor_execution_ids\": %d, \"runtime_launches\": %d, "
       "\"unsized_launches\": %d, "
       "\"managed_segments\": %d, \"peak_managed_bytes\": %d, \"refused_allocations\": %d, "
-      "\"dropped_records\": %d, \"records\": %s, \"engine\": %s, \"iterations\": [%s]}",
+      "\"dropped_records\": %d, \"block_events\": %d, \"records\": %s, \"engine\": %s, "
+      "\"iterations\": [%s]}",
       options_.gpu, options_.capacity_bytes, balloon_ ? balloon_->reserved_bytes() : 0,
       free_after_balloon_, end_timestamp - start_timestamp_, launches.launches,
       launches.execution_ids, launches.tensor_execution_ids, launches.runtime_launches,
       launches.unsized_launches,
       pool.segments_allocated, pool.peak_live_bytes, pool.refused, records_->dropped(),
-      bin_json(total), engine, absl::StrJoin(iterations, ", "));
+      block_events_, bin_json(total), engine, absl::StrJoin(iterations, ", "));
 }
 
 }  // namespace umlab::cuda

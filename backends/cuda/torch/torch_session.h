@@ -51,6 +51,9 @@ class TorchSession {
   static absl::StatusOr<std::unique_ptr<TorchSession>> Start(const TorchSessionOptions& options);
   ~TorchSession();
 
+  // PyTorch's caching allocator handed a block out (`live`) or took it
+  // back (torch_c_api.cc's umlab_torch_block_event); for the live engine.
+  void OnBlock(bool live, uint64_t address, uint64_t bytes);
   // The training's iteration `index` starts now (iterations before the
   // first mark, and the mark's own index, are the caller's to define).
   void MarkIteration();
@@ -96,6 +99,7 @@ class TorchSession {
   std::vector<Bin> bins_{1};
   uint64_t start_timestamp_ = 0;
   uint64_t free_after_balloon_ = 0;
+  uint64_t block_events_ = 0;  // the caching allocator's, when traced
 };
 
 }  // namespace umlab::cuda

@@ -107,3 +107,15 @@ def test_runs_follow_the_json_contract_with_cupti_traffic():
     table = main.runs_table([footprint, deepum]).splitlines()
     assert table[0].split()[:3] == ["policy", "capacity", "steady"]
     assert len(table) == 4
+
+
+def test_without_pytorch_the_block_tracker_says_why_and_the_run_goes_on():
+    pytest.importorskip("umlab_torch.block_trace")
+    try:
+        import torch  # noqa: F401
+        pytest.skip("PyTorch is installed here: the tracker would really be built")
+    except ImportError:
+        pass
+    from umlab_torch import block_trace
+    reason = block_trace.attach("/nonexistent/libumlab_torch.so")
+    assert reason.startswith("cannot build the block tracker: ")

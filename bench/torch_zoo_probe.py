@@ -52,7 +52,23 @@ def build(name, batch):
     return model, step
 
 
-def probe(name, batch, iterations, foreach):
+def dump_iteration(directory, name, kernels, iteration):
+    """Writes one steady iteration's kernels (name, GPU time) and its caching
+    allocator events (action, size), for matching the zoo's generators."""
+    with open(f"{directory}/{name}.kernels.json", "w") as out:
+        json.dump([[e.name, getattr(e, "device_time", None) or e.cuda_time] for e in kernels], out)
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
+    iteration()
+    torch.cuda.synchronize()
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events = [[e["action"], e["size"], e["addr"]] for trace in snapshot["device_traces"] for e in trace]
+    segments = [[s["address"], s["total_size"], s["segment_type"]] for s in snapshot["segments"]]
+    with open(f"{directory}/{name}.memory.json", "w") as out:
+        json.dump({"events": events, "segments": segments}, out)
+
+
+def probe(name, batch, iterations, foreach, dump=None):
     torch.manual_seed(0)
     model, loss_of = build(name, batch)
     model = model.cuda().train()
@@ -83,6 +99,8 @@ def probe(name, batch, iterations, foreach):
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")]
+    if dump:
+        dump_iteration(dump, name, kernels, iteration)
     kernel_us = sum(e.device_time for e in kernels) if kernels and hasattr(kernels[0], "device_time") \
         else sum(e.cuda_time for e in kernels)
     return {
@@ -103,12 +121,14 @@ def main():
     parser.add_argument("--iterations", type=int, default=4, help="steady iterations timed")
     parser.add_argument("--foreach", choices=["default", "off"], default="default",
                         help="Adam's multi-tensor kernels (PyTorch's default) or one kernel per tensor")
+    parser.add_argument("--dump", metavar="DIR",
+                        help="also write each model's kernels and allocator events of one steady iteration")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torch_zoo_probe: no CUDA device; run it on the GPU machine")
     for item in args.models.split(","):
         name, _, batch = item.partition(":")
-        result = probe(name, int(batch or 1), args.iterations, args.foreach)
+        result = probe(name, int(batch or 1), args.iterations, args.foreach, args.dump)
         print(json.dumps(result), flush=True)
         torch.cuda.empty_cache()
 

@@ -83,6 +83,8 @@ const char* const kConfigurations[] = {
     "mlp:layers=3,hidden=1000,batch=100,iterations=2,precision=fp16",
     "mlp:layers=2,hidden=64,batch=8,iterations=2,precision=bf16,optimizer=sgd",
     "gpt2-small:batch=1,seq=16,iterations=3",
+    "gpt2-small:batch=1,seq=16,iterations=2,attention=eager,foreach=false",
+    "resnet50:batch=2,image=32,iterations=2,optimizer=adam,foreach=false",
     "bert-base:batch=2,seq=16,iterations=2,optimizer=sgd",
     "vit-b:batch=2,image=32,iterations=2,precision=bf16",
     "resnet50:batch=2,image=32,iterations=2",

@@ -14,7 +14,11 @@ int ConvBn(TrainingGraph& g, const std::string& conv_name, const std::string& bn
   x = g.Conv2d(conv, x, shape, &out);
   shape = out;
   x = g.BatchNorm2d(bn, x, shape);
-  if (spec.relu) x = g.Relu(x, bn_name + ".relu", shape.elements(), /*inplace=*/true);
+  if (spec.relu && spec.relu6) {
+    x = g.Relu6(x, bn_name + ".relu6", shape.elements());
+  } else if (spec.relu) {
+    x = g.Relu(x, bn_name + ".relu", shape.elements(), /*inplace=*/true);
+  }
   return x;
 }
 
@@ -51,8 +55,9 @@ ImageBatch BeginImageBatch(TrainingGraph& g, int64_t image) {
 absl::StatusOr<std::unique_ptr<Workload>> MakeImageWorkload(const std::string& name,
                                                             const ParamMap& params,
                                                             const ComputeSpec& spec,
-                                                            const ImageModelBuilder& build) {
-  const TrainingOptions options = TrainingOptionsFromParams(params);
+                                                            const ImageModelBuilder& build,
+                                                            bool attention) {
+  const TrainingOptions options = TrainingOptionsFromParams(params, attention);
   const int64_t image = params.Int("image");
   const int64_t classes = params.Int("classes");
   return MakeDnnWorkload(name, options, spec,

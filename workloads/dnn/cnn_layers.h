@@ -21,10 +21,14 @@ namespace umlab {
 
 struct ConvBnSpec {
   uint64_t out = 0, kernel = 1, stride = 1, groups = 1;
-  bool relu = true;  // ReLU (or ReLU6: the same kernels) in place after the norm
+  bool relu = true;  // an activation after the norm
+  // ReLU6 instead of ReLU(inplace=True): torchvision's Conv2dNormActivation
+  // builds nn.ReLU6() without `inplace`, an out-of-place hardtanh whose
+  // backward reads its input, so the norm's output stays alive as well.
+  bool relu6 = false;
 };
 
-// conv (no bias, padding kernel/2) -> BatchNorm2d -> ReLU(inplace=True).
+// conv (no bias, padding kernel/2) -> BatchNorm2d -> ReLU(inplace=True) or ReLU6.
 // `conv_name` and `bn_name` are the module paths. Consumes x and updates
 // `shape` to the output's.
 int ConvBn(TrainingGraph& graph, const std::string& conv_name, const std::string& bn_name,
@@ -63,7 +67,8 @@ using ImageModelBuilder = std::function<absl::StatusOr<std::string>(
 absl::StatusOr<std::unique_ptr<Workload>> MakeImageWorkload(const std::string& name,
                                                             const ParamMap& params,
                                                             const ComputeSpec& spec,
-                                                            const ImageModelBuilder& build);
+                                                            const ImageModelBuilder& build,
+                                                            bool attention = false);
 
 }  // namespace umlab
 

@@ -51,7 +51,8 @@ absl::StatusOr<std::string> BuildGpt2(const Gpt2Size& size, TrainingGraph& g, ui
   x = g.Dropout(x, "transformer.drop", rows * c, kDropout);
 
   TransformerShape shape{b, t, c, static_cast<uint64_t>(size.heads), 4 * c,
-                         /*pre_norm=*/true, /*fused_qkv=*/true, kDropout, kDropout};
+                         /*pre_norm=*/true, /*fused_qkv=*/true, kDropout, kDropout,
+                         /*kv_cache_copies=*/true, /*gelu_tanh_composed=*/true};
   x = TransformerLayers(g, "transformer.h.", size.layers, shape, x);
   const NormLayer ln_f = g.MakeLayerNorm("transformer.ln_f", c);
   x = g.LayerNorm(ln_f, x, rows);

@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeMobilenet(const ParamMap& params,
                            [&](TrainingGraph& g, int64_t image,
                                int64_t classes) -> absl::StatusOr<std::string> {
     auto [shape, images, labels] = BeginImageBatch(g, image);
-    int x = ConvBn(g, "features.0.0", "features.0.1", {32, 3, 2, 1, true}, images, shape);
+    int x = ConvBn(g, "features.0.0", "features.0.1", {32, 3, 2, 1, true, true}, images, shape);
     int index = 1;
     for (const auto& setting : kSettings) {
       const uint64_t t = setting[0], c = setting[1];
@@ -37,11 +37,11 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeMobilenet(const ParamMap& params,
         int layer = 0;
         if (t != 1) {
           out = ConvBn(g, absl::StrCat(p, ".", layer, ".0"), absl::StrCat(p, ".", layer, ".1"),
-                       {hidden, 1, 1, 1, true}, out, shape);
+                       {hidden, 1, 1, 1, true, true}, out, shape);
           ++layer;
         }
         out = ConvBn(g, absl::StrCat(p, ".", layer, ".0"), absl::StrCat(p, ".", layer, ".1"),
-                     {hidden, 3, stride, hidden, true}, out, shape);
+                     {hidden, 3, stride, hidden, true, true}, out, shape);
         ++layer;
         out = ConvBn(g, absl::StrCat(p, ".", layer), absl::StrCat(p, ".", layer + 1),
                      {c, 1, 1, 1, false}, out, shape);
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeMobilenet(const ParamMap& params,
       }
     }
     x = ConvBn(g, absl::StrCat("features.", index, ".0"), absl::StrCat("features.", index, ".1"),
-               {1280, 1, 1, 1, true}, x, shape);
+               {1280, 1, 1, 1, true, true}, x, shape);
     const int loss = ClassifierLoss(g, "classifier.1", x, shape, static_cast<uint64_t>(classes),
                                     labels, 0.2);
     g.Backward(loss);

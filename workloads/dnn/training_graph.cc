@@ -64,17 +64,32 @@ std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
        PrecisionChoices()},
       {"optimizer", ParamType::kString, OptimizerName(default_optimizer),
        "sgd (momentum_buffer) or adam (exp_avg, exp_avg_sq)", {}, OptimizerChoices()},
+      {"foreach", ParamType::kBool, "true",
+       "the optimizer's foreach kernels, PyTorch's default on CUDA (multi_tensor_apply: a few "
+       "launches per step); false: one loop over the parameters, 7 kernels each for adam, 3 for "
+       "sgd"},
       {"seed", ParamType::kInt, "1", "seed of the irregular accesses (embedding rows)"},
   };
 }
 
-TrainingOptions TrainingOptionsFromParams(const ParamMap& params) {
+ParamInfo AttentionParamInfo() {
+  return {"attention", ParamType::kString, "sdpa",
+          "sdpa (PyTorch 2's memory-efficient scaled_dot_product_attention, the default of "
+          "transformers 5 and torchvision) or eager (softmax(q k^T) v, keeping the T x T "
+          "probabilities)",
+          {},
+          {"sdpa", "eager"}};
+}
+
+TrainingOptions TrainingOptionsFromParams(const ParamMap& params, bool attention) {
   TrainingOptions options;
   // TrainingParams' ranges keep both within int.
   options.batch = static_cast<int>(params.Int("batch"));
   options.iterations = static_cast<int>(params.Int("iterations"));
   options.precision = PrecisionParam(params);
   options.optimizer = OptimizerParam(params);
+  options.foreach = params.Bool("foreach");
+  if (attention) options.attention = static_cast<AttentionImpl>(params.Choice("attention"));
   options.seed = static_cast<uint64_t>(params.Int("seed"));
   return options;
 }
@@ -144,17 +159,18 @@ void TrainingGraph::Kernel(const std::string& name, double flops, bool tensor_co
 }
 
 void TrainingGraph::AddGrad(int tensor, int grad) {
-  Handle& handle = handles_[tensor];
-  if (!handle.requires_grad) return Unref(grad);
-  int& current = grad_[tensor];
+  // By index, not by reference: the sum below allocates, which may grow
+  // handles_ and grad_.
+  if (!handles_[tensor].requires_grad) return Unref(grad);
+  const int current = grad_[tensor];
   if (current < 0) {
-    current = grad;  // autograd hands the first gradient over without a copy
+    grad_[tensor] = grad;  // autograd hands the first gradient over without a copy
     return;
   }
   const uint64_t elements = Bytes(tensor) / element_;
   // Each sum is its own launch site (its own execution id).
   const std::string sum_index = absl::StrCat(grad_sums_[tensor]++);
-  if (handle.parameter) {
+  if (handles_[tensor].parameter) {
     // AccumulateGrad: param.grad += new_grad, in place.
     Kernel(Name(tensor) + ".grad_accumulate_" + sum_index, D(elements), false,
            {R(current), R(grad), W(current)});
@@ -166,7 +182,7 @@ void TrainingGraph::AddGrad(int tensor, int grad) {
          {R(current), R(grad), W(sum)});
   Unref(current);
   Unref(grad);
-  current = sum;
+  grad_[tensor] = sum;
 }
 
 // ---------------------------------------------------------------------------
@@ -215,6 +231,8 @@ NormLayer TrainingGraph::MakeBatchNorm(const std::string& name, uint64_t channel
   // Buffers, not parameters: updated by the forward pass, no gradient.
   layer.running_mean = AddParameter(name + ".running_mean", channels, false);
   layer.running_var = AddParameter(name + ".running_var", channels, false);
+  // An int64 counter, bumped every training forward.
+  layer.num_batches_tracked = AddParameter(name + ".num_batches_tracked", 8 / element_, false);
   return layer;
 }
 
@@ -281,57 +299,6 @@ void TrainingGraph::Backward(int loss) {
   }
   tape_.clear();
   Unref(loss);
-}
-
-void TrainingGraph::Step() {
-  const bool adam = options_.optimizer == Optimizer::kAdam;
-  const std::vector<std::string> state_names =
-      adam ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
-           : std::vector<std::string>{"momentum_buffer"};
-  // Optimizer state lives for the whole run, allocated after the model.
-  build_.IntoSetup();
-  for (ParameterInfo& p : parameters_) {
-    if (p.sparse) continue;  // DLRM: plain SGD on the touched rows, no state
-    for (const std::string& state_name : state_names) {
-      const int state = build_.Tensor(absl::StrCat(p.name, ".", state_name),
-                                      p.elements * element_, TensorRole::kOptimizerState);
-      handles_.resize(program_.tensors.size());
-      grad_.resize(program_.tensors.size(), -1);
-      handles_[state].parameter = true;  // never freed
-      build_.Allocate(state);
-      Kernel(absl::StrCat("zero_", p.name, ".", state_name), 0, false, {W(state)});
-      p.state.push_back(state);
-    }
-  }
-  build_.IntoIteration();
-  // Per element: Adam ~12 FLOPs (moments, bias correction, sqrt, divide);
-  // SGD with momentum ~4.
-  const double flops_per_element = adam ? 12.0 : 4.0;
-  for (const ParameterInfo& p : parameters_) {
-    const int grad = grad_[p.tensor];
-    if (grad < 0) continue;  // unused this iteration: PyTorch skips it too
-    if (p.sparse) {
-      KernelAccess read_rows = p.sparse_rows;
-      read_rows.tensor = p.tensor;
-      read_rows.access = kRead;
-      KernelAccess write_rows = read_rows;
-      write_rows.access = kWrite;
-      Kernel("sgd_sparse_step_" + p.name, 2.0 * D(Bytes(grad) / element_), false,
-             {R(grad), read_rows, write_rows});
-      continue;
-    }
-    std::vector<KernelAccess> accesses = {R(p.tensor), R(grad)};
-    for (int state : p.state) accesses.push_back(R(state));
-    accesses.push_back(W(p.tensor));
-    for (int state : p.state) accesses.push_back(W(state));
-    Kernel(absl::StrCat(adam ? "adam_step_" : "sgd_step_", p.name),
-           flops_per_element * D(p.elements), false, std::move(accesses));
-  }
-  // zero_grad(set_to_none=True).
-  for (const ParameterInfo& p : parameters_) {
-    if (grad_[p.tensor] >= 0) Unref(grad_[p.tensor]);
-    grad_[p.tensor] = -1;
-  }
 }
 
 absl::Status TrainingGraph::Finish() {
@@ -444,7 +411,7 @@ int TrainingGraph::Unary(int x, const std::string& name, const std::string& fn,
   Kernel(absl::StrCat(name, ".", fn, "_fwd_", size), forward_flops * D(elements), false,
          {R(x), W(y)});
   TapeEntry entry{{y}, {}, nullptr};
-  // GELU's backward reads its input; tanh's reads its result.
+  // GELU's and hardtanh's backward read the input; tanh's reads its result.
   const int saved = fn == "tanh" ? y : x;
   Save(entry, saved);
   entry.backward = SavedTensorBackward(x, saved, absl::StrCat(name, ".", fn, "_bwd_", size),
@@ -513,6 +480,10 @@ int TrainingGraph::Relu(int x, const std::string& name, uint64_t elements, bool 
   return y;
 }
 
+int TrainingGraph::Relu6(int x, const std::string& name, uint64_t elements) {
+  return Unary(x, name, "hardtanh", elements, 2.0, 2.0);
+}
+
 int TrainingGraph::Dropout(int x, const std::string& name, uint64_t elements, double p) {
   if (p <= 0) return x;  // nn.Dropout(0) launches nothing in eval-free code paths
   const int y = Activation(name + ".out", elements);
@@ -578,18 +549,20 @@ int TrainingGraph::Embedding(const EmbeddingLayer& layer, int ids, uint64_t coun
       AddGrad(layer.weight, gw);
       return;
     }
-    // embedding_dense_backward: a zeroed full-size gradient, then the rows.
-    const int gw = Grad(layer.weight, Bytes(layer.weight));
-    Kernel(layer.name + ".embedding_bwd_" + shape, D(count * layer.dim), false,
-           {R(g[0]), R(ids), W(gw)});
-    AddGrad(layer.weight, gw);
+    AddGrad(layer.weight, EmbeddingDenseBackward(layer, ids, count, g[0]));
   };
   Record(std::move(entry));
   return y;
 }
 
-int TrainingGraph::Attention(const std::string& name, const AttentionShape& s, int q, int k,
+int TrainingGraph::Attention(const std::string& name, const AttentionShape& shape, int q, int k,
                              int v) {
+  return options_.attention == AttentionImpl::kSdpa ? SdpaAttention(name, shape, q, k, v)
+                                                    : EagerAttention(name, shape, q, k, v);
+}
+
+int TrainingGraph::EagerAttention(const std::string& name, const AttentionShape& s, int q, int k,
+                                  int v) {
   const bool fused = k < 0;
   if (fused) k = v = q;
   const uint64_t bhtt = s.batch * s.heads * s.seq * s.seq;
@@ -694,31 +667,6 @@ int TrainingGraph::Attention(const std::string& name, const AttentionShape& s, i
   return merged;
 }
 
-int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageShape* out) {
-  ImageShape o{in.n, layer.out, (in.h + 2 * layer.padding - layer.kernel) / layer.stride + 1,
-               (in.w + 2 * layer.padding - layer.kernel) / layer.stride + 1};
-  *out = o;
-  const int y = Activation(layer.name + ".out", o.elements());
-  const double flops = 2.0 * D(o.elements()) * D(layer.in / layer.groups) *
-                       D(layer.kernel * layer.kernel);
-  const std::string shape = absl::StrCat(in.n, "x", in.c, "x", in.h, "x", in.w, "_k",
-                                         layer.kernel, "s", layer.stride, "g", layer.groups,
-                                         "_", layer.out);
-  WeightedForward(layer.name + ".conv_fwd_" + shape, flops, x, layer.weight, layer.bias, y);
-  TapeEntry entry{{y}, {}, nullptr};
-  Save(entry, x);
-  entry.backward = [this, layer, x, flops, shape, o](const std::vector<int>& g) {
-    const int gy = g[0];
-    WeightedBackward(layer.name + ".conv", shape, flops, x, layer.weight, gy);
-    if (layer.bias >= 0) {
-      BiasBackward(layer.name + ".conv_bias_grad_" + shape, D(o.elements()), layer.bias, gy);
-    }
-  };
-  Record(std::move(entry));
-  Unref(x);
-  return y;
-}
-
 int TrainingGraph::BatchNorm2d(const NormLayer& layer, int x, ImageShape s) {
   const uint64_t elements = s.elements();
   const int y = Activation(layer.name + ".out", elements);
@@ -726,6 +674,10 @@ int TrainingGraph::BatchNorm2d(const NormLayer& layer, int x, ImageShape s) {
   const int mean = Workspace(layer.name + ".save_mean", layer.channels * 4);
   const int invstd = Workspace(layer.name + ".save_invstd", layer.channels * 4);
   const std::string shape = absl::StrCat(s.n, "x", s.c, "x", s.h, "x", s.w);
+  // BatchNorm2d.forward in training: self.num_batches_tracked.add_(1), a
+  // kernel of its own before cuDNN's.
+  Kernel(layer.name + ".num_batches_tracked_add", 1, false,
+         {R(layer.num_batches_tracked), W(layer.num_batches_tracked)});
   Kernel(layer.name + ".batch_norm_fwd_" + shape, 8.0 * D(elements), false,
          {R(x), R(layer.weight), R(layer.bias), R(layer.running_mean), R(layer.running_var),
           W(y), W(layer.running_mean), W(layer.running_var), W(mean), W(invstd)});

@@ -9,8 +9,9 @@
 // then replays the tape in reverse, as autograd runs nodes in decreasing
 // sequence number, accumulating gradients of tensors with several consumers
 // out of place (autograd's InputBuffer) and parameter gradients in place
-// (AccumulateGrad). Step() launches one optimizer kernel per parameter and
-// frees every .grad (zero_grad(set_to_none=True), PyTorch's default).
+// (AccumulateGrad). Step() launches the optimizer's kernels as PyTorch's
+// Adam or SGD does (optimizer_step.cc) and frees every .grad
+// (zero_grad(set_to_none=True), PyTorch's default).
 //
 // Ownership follows Python references: a forward op *consumes* the handle of
 // each activation it is given (the model's variable is rebound to the
@@ -40,6 +41,12 @@ namespace umlab {
 
 enum class Precision { kFp32, kFp16, kBf16 };
 enum class Optimizer { kSgd, kAdam };
+// How attention runs: `sdpa` is PyTorch 2's scaled_dot_product_attention
+// (the memory-efficient kernel for fp32, sdpa_attention.cc), what
+// transformers 5 and torchvision use by default; `eager` is the explicit
+// softmax(q k^T) v of older HuggingFace code, which keeps the T x T
+// probabilities for backward (DeepUM's era).
+enum class AttentionImpl { kSdpa, kEager };
 
 const char* PrecisionName(Precision precision);
 const char* OptimizerName(Optimizer optimizer);
@@ -51,6 +58,8 @@ uint64_t ElementBytes(Precision precision);
 // map holds.
 std::vector<std::string> PrecisionChoices();
 std::vector<std::string> OptimizerChoices();
+// The `attention` parameter of the transformer models.
+ParamInfo AttentionParamInfo();
 Precision PrecisionParam(const ParamMap& params);
 Optimizer OptimizerParam(const ParamMap& params);
 
@@ -60,6 +69,8 @@ struct TrainingOptions {
   int iterations = 3;
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdam;
+  bool foreach = true;  // the optimizer's multi-tensor kernels (PyTorch's default)
+  AttentionImpl attention = AttentionImpl::kSdpa;
   uint64_t seed = 1;
 };
 
@@ -67,8 +78,9 @@ struct TrainingOptions {
 std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
                                       Optimizer default_optimizer);
 // The options a map resolved against TrainingParams holds (Resolve has
-// checked every value, so this cannot fail).
-TrainingOptions TrainingOptionsFromParams(const ParamMap& params);
+// checked every value, so this cannot fail); `attention` when the map also
+// declares AttentionParamInfo().
+TrainingOptions TrainingOptionsFromParams(const ParamMap& params, bool attention = false);
 
 // A layer's parameters, allocated once.
 struct LinearLayer {
@@ -80,7 +92,7 @@ struct NormLayer {  // LayerNorm or BatchNorm2d
   std::string name;
   uint64_t channels = 0;
   int weight = -1, bias = -1;
-  int running_mean = -1, running_var = -1;  // BatchNorm buffers
+  int running_mean = -1, running_var = -1, num_batches_tracked = -1;  // BatchNorm buffers
 };
 struct ConvLayer {
   std::string name;
@@ -137,6 +149,13 @@ class TrainingGraph {
   int ClassTokenAndPosition(int x, int cls, int pos, const std::string& name, uint64_t batch,
                             uint64_t tokens, uint64_t dim);
   int Relu(int x, const std::string& name, uint64_t elements, bool inplace);
+  // x.contiguous() of a transposed view: a copy (layout_copies.cc).
+  int Contiguous(int x, const std::string& name);
+  // y += bias, broadcast, as its own kernel (a GEMM that could not fuse
+  // it); returns y.
+  int AddBiasInPlace(int y, int bias, const std::string& name);
+  // nn.ReLU6() out of place: hardtanh, whose backward reads the input.
+  int Relu6(int x, const std::string& name, uint64_t elements);
   int Dropout(int x, const std::string& name, uint64_t elements, double p);
   int Add(int a, int b, const std::string& name, uint64_t elements);
   // a += b (torchvision's `out += identity`): returns a.
@@ -153,9 +172,21 @@ class TrainingGraph {
   struct AttentionShape {
     uint64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
     double dropout = 0;
+    // transformers 5's GPT-2 copies k and v into its DynamicCache (sdpa only).
+    bool kv_cache_copies = false;
+    // torchvision's MultiheadAttention: q, k and v are selected from the
+    // packed projection, so their gradients are copied back through the
+    // transposes and assembled into zeros (sdpa only).
+    bool packed_selects = false;
   };
+  // Runs options().attention's implementation.
   int Attention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
+  // GPT-2's gelu_new, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
+  // transformers' NewGELUActivation writes it: eight elementwise kernels
+  // forward, eleven backward, four intermediates saved (gelu_tanh.cc).
+  int GeluTanhComposed(int x, const std::string& name, uint64_t elements);
 
+  // A convolution as cuDNN runs it under PyTorch (convolution.cc).
   int Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageShape* out);
   int BatchNorm2d(const NormLayer& layer, int x, ImageShape shape);
   int MaxPool2d(int x, const std::string& name, ImageShape in, uint64_t kernel,
@@ -236,8 +267,30 @@ class TrainingGraph {
   // reads gy and x.
   void WeightedBackward(const std::string& prefix, const std::string& shape, double flops,
                         int x, int weight, int gy);
+  int EagerAttention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
+  int SdpaAttention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
+  // A full-size embedding gradient for `count` lookups of `ids`
+  // (embedding_backward.cc); returns it.
+  int EmbeddingDenseBackward(const EmbeddingLayer& layer, int ids, uint64_t count, int gy);
+  // A copy of `tensor` in NHWC layout, in workspace, by kernel `kernel`
+  // (cuDNN's layout transforms, convolution.cc).
+  int NhwcCopy(const std::string& kernel, int tensor);
   // A bias gradient: one kernel reads gy and writes it.
   void BiasBackward(const std::string& kernel, double flops, int bias, int gy);
+  // One list of a foreach op: its tensors and whether the op reads and
+  // writes them.
+  struct ForeachList {
+    std::vector<int> tensors;
+    bool read = true;
+    bool write = false;
+  };
+  // A foreach op (torch._foreach_`op`) over lists of equally shaped tensors,
+  // launched as multi_tensor_apply launches it; each launch reads and
+  // writes only its chunks.
+  void Foreach(const std::string& op, const std::vector<ForeachList>& lists, bool scalar_list,
+               double flops_per_element);
+  // The optimizer's state for every dense parameter, allocated in setup.
+  void AllocateOptimizerState();
   // The backward of an op on x that one kernel computes from the output's
   // gradient and one saved tensor (GELU, ReLU, dropout, max pool): it reads
   // both and writes x's gradient.

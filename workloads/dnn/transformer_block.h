@@ -36,6 +36,14 @@ struct TransformerShape {
   bool fused_qkv = true;
   double dropout = 0;       // hidden-state dropout (resid / hidden_dropout_prob)
   double attn_dropout = 0;  // attention-probability dropout
+  // GPT-2 (transformers 5): k and v copied into the DynamicCache, and
+  // gelu_new composed of elementwise ops.
+  bool kv_cache_copies = false;
+  bool gelu_tanh_composed = false;
+  // ViT (torchvision): MultiheadAttention(batch_first=True)'s layout copies
+  // (layout_copies.cc) around a packed in_proj whose bias is added apart.
+  bool torchvision_layout = false;
+  bool packed_selects = false;  // and q, k, v selected from the packed projection
 };
 
 // Writes one iteration of a token-sequence model (GPT-2, BERT) whose

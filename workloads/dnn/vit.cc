@@ -1,11 +1,15 @@
-// Vision Transformer training (timm VisionTransformer), sizes from
+// Vision Transformer training (torchvision vit_b_16 / vit_l_16 by default,
+// timm's VisionTransformer with module=timm: the same parameters), sizes from
 // Dosovitskiy et al. 2021 Table 1, patch 16:
 //   ViT-B/16 12 layers, hidden  768, 12 heads, MLP 3072   (86.6 M parameters)
 //   ViT-L/16 24 layers, hidden 1024, 16 heads, MLP 4096   (304 M)
 // The 16x16/16 patch embedding is a Conv2d(3, C) with bias; a class token
 // and learned position embeddings are added; pre-LayerNorm blocks with a
-// fused qkv Linear; a final LayerNorm and a Linear head on the class token.
-// timm's defaults have no dropout.
+// fused qkv projection; a final LayerNorm and a Linear head on the class
+// token. Neither library's defaults have dropout. torchvision's
+// nn.MultiheadAttention(batch_first=True) adds layout copies around
+// attention (layout_copies.cc); timm calls scaled_dot_product_attention on
+// the qkv Linear's views.
 #include "absl/strings/str_format.h"
 #include "workloads/dnn/cnn_layers.h"
 #include "workloads/dnn/dnn_workload.h"
@@ -28,7 +32,16 @@ constexpr VitSize kSizes[] = {
 };
 
 std::vector<ParamInfo> VitParams(const VitSize&) {
-  return ImageParams(256, Optimizer::kAdam, kPatch, " (a multiple of the 16-pixel patch)");
+  std::vector<ParamInfo> params =
+      ImageParams(256, Optimizer::kAdam, kPatch, " (a multiple of the 16-pixel patch)");
+  params.push_back(AttentionParamInfo());
+  params.push_back({"module", ParamType::kString, "torchvision",
+                    "whose attention module: torchvision (vit_b_16: nn.MultiheadAttention with "
+                    "batch_first, and its layout copies) or timm (vit_base_patch16_224: a qkv "
+                    "Linear straight into scaled_dot_product_attention)",
+                    {},
+                    {"torchvision", "timm"}});
+  return params;
 }
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const ParamMap& params,
@@ -62,6 +75,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const Par
     TransformerShape shape{b, t, c, static_cast<uint64_t>(size.heads),
                            static_cast<uint64_t>(size.mlp),
                            /*pre_norm=*/true, /*fused_qkv=*/true, 0.0, 0.0};
+    shape.torchvision_layout = params.String("module") == "torchvision";
+    shape.packed_selects = shape.torchvision_layout;
     x = TransformerLayers(g, "blocks.", size.layers, shape, x);
     const NormLayer norm = g.MakeLayerNorm("norm", c);
     x = g.LayerNorm(norm, x, rows);
@@ -77,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVit(const VitSize& size, const Par
         "%dx%d images in %d patches of 16x16, %d classes",
         size.name, size.layers, size.hidden, size.heads, size.mlp, image, image, patches,
         classes);
-  });
+  }, /*attention=*/true);
 }
 
 }  // namespace

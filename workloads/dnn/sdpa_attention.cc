@@ -115,18 +115,8 @@ int TrainingGraph::SdpaAttention(const std::string& name, const AttentionShape& 
         g_qkv = sum;
       }
       AddGrad(packed, g_qkv);
-    } else if (fused) {
-      // SplitBackward: the three view gradients concatenated into one.
-      const int g_qkv = Grad(packed, Bytes(packed));
-      Kernel(name + ".qkv_split_bwd_" + shape, 0, false, {R(g_q), R(g_k), R(g_v), W(g_qkv)});
-      Unref(g_q);
-      Unref(g_k);
-      Unref(g_v);
-      AddGrad(packed, g_qkv);
     } else {
-      AddGrad(q, g_q);
-      AddGrad(k, g_k);
-      AddGrad(v, g_v);
+      AttentionInputGrads(name + ".qkv_split_bwd_" + shape, packed, q, k, v, g_q, g_k, g_v);
     }
   };
   Record(std::move(entry));

@@ -561,6 +561,23 @@ int TrainingGraph::Attention(const std::string& name, const AttentionShape& shap
                                                     : EagerAttention(name, shape, q, k, v);
 }
 
+void TrainingGraph::AttentionInputGrads(const std::string& split_kernel, int packed, int q,
+                                        int k, int v, int g_q, int g_k, int g_v) {
+  if (packed < 0) {
+    AddGrad(q, g_q);
+    AddGrad(k, g_k);
+    AddGrad(v, g_v);
+    return;
+  }
+  // SplitBackward: the three view gradients concatenated into one.
+  const int g_qkv = Grad(packed, Bytes(packed));
+  Kernel(split_kernel, 0, false, {R(g_q), R(g_k), R(g_v), W(g_qkv)});
+  Unref(g_q);
+  Unref(g_k);
+  Unref(g_v);
+  AddGrad(packed, g_qkv);
+}
+
 int TrainingGraph::EagerAttention(const std::string& name, const AttentionShape& s, int q, int k,
                                   int v) {
   const bool fused = k < 0;
@@ -638,20 +655,8 @@ int TrainingGraph::EagerAttention(const std::string& name, const AttentionShape&
     Kernel(name + ".qk_bmm_dgrad_k_" + shape, bmm_flops, half(),
            {R(g_scores), R(q), W(g_k)});
     Unref(g_scores);
-    if (fused) {
-      // SplitBackward: the three view gradients concatenated into one.
-      const int g_qkv = Grad(q, Bytes(q));
-      Kernel(name + ".qkv_split_bwd_" + shape, 0, false,
-             {R(g_q), R(g_k), R(g_v), W(g_qkv)});
-      Unref(g_q);
-      Unref(g_k);
-      Unref(g_v);
-      AddGrad(q, g_qkv);
-    } else {
-      AddGrad(q, g_q);
-      AddGrad(k, g_k);
-      AddGrad(v, g_v);
-    }
+    AttentionInputGrads(name + ".qkv_split_bwd_" + shape, fused ? q : -1, q, k, v, g_q, g_k,
+                        g_v);
   };
   Record(std::move(entry));
   Unref(probs);

@@ -268,6 +268,11 @@ class TrainingGraph {
   void WeightedBackward(const std::string& prefix, const std::string& shape, double flops,
                         int x, int weight, int gy);
   int EagerAttention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
+  // Hands attention's q, k and v gradients back; with a fused projection
+  // (`packed` >= 0, q, k and v its views) SplitBackward concatenates them
+  // into its gradient with kernel `split_kernel`.
+  void AttentionInputGrads(const std::string& split_kernel, int packed, int q, int k, int v,
+                           int g_q, int g_k, int g_v);
   int SdpaAttention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
   // A full-size embedding gradient for `count` lookups of `ids`
   // (embedding_backward.cc); returns it.

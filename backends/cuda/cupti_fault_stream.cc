@@ -21,6 +21,8 @@ std::atomic<size_t> buffer_bytes{64 << 10};
 // CUPTI calls back into plain functions, so the gathered records live here.
 std::mutex records_mutex;
 std::vector<UnifiedMemoryRecord>* records = nullptr;
+std::vector<KernelRecord>* kernels = nullptr;
+std::atomic<bool> kernel_times_on{false};
 std::atomic<uint64_t> dropped_records{0};
 std::atomic<bool> active{false};
 
@@ -34,8 +36,14 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                               size_t /*size*/, size_t valid_size) {
   std::vector<UnifiedMemoryRecord> batch;
+  std::vector<KernelRecord> kernel_batch;
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      kernel_batch.push_back({kernel->correlationId, kernel->start, kernel->end});
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) continue;
     const auto* um = reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3*>(record);
     UnifiedMemoryRecord out{};
@@ -77,6 +85,7 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   std::free(buffer);
   std::lock_guard<std::mutex> lock(records_mutex);
   if (records != nullptr) records->insert(records->end(), batch.begin(), batch.end());
+  if (kernels != nullptr) kernels->insert(kernels->end(), kernel_batch.begin(), kernel_batch.end());
 }
 
 absl::Status Check(CUptiResult result, const char* what) {
@@ -114,7 +123,8 @@ const char* CauseName(UnifiedMemoryRecord::Cause cause) {
 }
 
 absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int device,
-                                                                         size_t buffer_size) {
+                                                                         size_t buffer_size,
+                                                                         bool kernel_times) {
   if (active.exchange(true)) {
     return absl::FailedPreconditionError("only one CUPTI fault stream may run at a time");
   }
@@ -123,6 +133,7 @@ absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int de
   {
     std::lock_guard<std::mutex> lock(records_mutex);
     records = new std::vector<UnifiedMemoryRecord>();
+    kernels = new std::vector<KernelRecord>();
   }
   dropped_records = 0;
   // The first three are what the backend needs; thrashing and throttling
@@ -153,16 +164,24 @@ absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int de
     status = Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER),
                    "cuptiActivityEnable(UNIFIED_MEMORY_COUNTER)");
   }
+  if (status.ok() && kernel_times) {
+    status = Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+                   "cuptiActivityEnable(CONCURRENT_KERNEL)");
+    kernel_times_on = status.ok();
+  }
   if (!status.ok()) return status;  // the destructor undoes the rest
   return stream;
 }
 
 CuptiFaultStream::~CuptiFaultStream() {
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+  if (kernel_times_on.exchange(false)) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   cuptiActivityFlushAll(1);
   std::lock_guard<std::mutex> lock(records_mutex);
   delete records;
   records = nullptr;
+  delete kernels;
+  kernels = nullptr;
   active = false;
 }
 
@@ -175,6 +194,13 @@ void CuptiFaultStream::Drain(std::vector<UnifiedMemoryRecord>& out) {
   if (records == nullptr) return;
   out.insert(out.end(), records->begin(), records->end());
   records->clear();
+}
+
+void CuptiFaultStream::DrainKernels(std::vector<KernelRecord>& out) {
+  std::lock_guard<std::mutex> lock(records_mutex);
+  if (kernels == nullptr) return;
+  out.insert(out.end(), kernels->begin(), kernels->end());
+  kernels->clear();
 }
 
 uint64_t CuptiFaultStream::dropped() const { return dropped_records; }

@@ -41,6 +41,14 @@ struct UnifiedMemoryRecord {
   uint64_t end_ns;    // transfers, faults (replay queued) and throttling; else 0
 };
 
+// When a kernel ran on the GPU (CUPTI's concurrent-kernel activity), named
+// by the correlation id of the API call that launched it.
+struct KernelRecord {
+  uint32_t correlation = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
 // "fault", "h2d", ...: the names the record log uses.
 const char* KindName(UnifiedMemoryRecord::Kind kind);
 const char* CauseName(UnifiedMemoryRecord::Cause cause);
@@ -51,8 +59,11 @@ class CuptiFaultStream {
   // Only one stream may exist at a time.
   // CUPTI fills buffers of `buffer_size` bytes and hands each over when it
   // is full or flushed.
+  // `kernel_times` also collects every kernel's start and end (it costs a
+  // little per launch; umlab torch --record needs it).
   static absl::StatusOr<std::unique_ptr<CuptiFaultStream>> Start(int device,
-                                                                 size_t buffer_size = 64 << 10);
+                                                                 size_t buffer_size = 64 << 10,
+                                                                 bool kernel_times = false);
   ~CuptiFaultStream();
 
   // Asks CUPTI to hand over every completed buffer now; `forced` also the
@@ -60,6 +71,8 @@ class CuptiFaultStream {
   void Flush(bool forced = false);
   // Appends the records gathered so far to `out`.
   void Drain(std::vector<UnifiedMemoryRecord>& out);
+  // Appends the kernel times gathered so far (with kernel_times) to `out`.
+  void DrainKernels(std::vector<KernelRecord>& out);
   // Records CUPTI reports it lost (it drops them when faults are dense).
   uint64_t dropped() const;
 

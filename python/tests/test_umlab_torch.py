@@ -119,3 +119,26 @@ def test_without_pytorch_the_block_tracker_says_why_and_the_run_goes_on():
     from umlab_torch import block_trace
     reason = block_trace.attach("/nonexistent/libumlab_torch.so")
     assert reason.startswith("cannot build the block tracker: ")
+
+
+def test_record_wants_a_umt_file_in_an_existing_directory():
+    result = launcher("--record=run.json", "--", "train.py")
+    assert result.returncode != 0
+    assert result.stderr.strip() == "umlab_torch: --record=run.json: name a .umt file"
+    result = launcher("--record=/nonexistent/dir/run.umt", "--", "train.py")
+    assert result.returncode != 0
+    assert result.stderr.strip() == ("umlab_torch: --record=/nonexistent/dir/run.umt: its "
+                                     "directory does not exist")
+
+
+def test_a_recorded_run_says_what_it_recorded_and_how_much_it_explains():
+    report = synthetic_report("driver", 0, [300, 100, 100], 0)
+    for iteration in report["iterations"]:
+        iteration["kernels"] = 800
+    report["recording"] = {"path": "/tmp/gpt2.umt", "written": "ok", "launches": 4000,
+                           "timed_launches": 3990, "accesses": 15000,
+                           "fault_records": 200, "fault_records_explained": 150}
+    line = umlab_torch_main.summarise(report)
+    assert "recorded 4000 launches (3990 timed), 15000 accesses" in line
+    assert "fault records explained 75.0% of 200" in line
+    assert line.endswith("-> /tmp/gpt2.umt (ok)")

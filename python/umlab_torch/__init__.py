@@ -31,7 +31,8 @@ def load():
     if _library is None:
         _library = ctypes.CDLL(library_path(), mode=ctypes.RTLD_GLOBAL)
         _library.umlab_torch_start.argtypes = [ctypes.c_int, ctypes.c_ulonglong,
-                                               ctypes.c_ulonglong, ctypes.c_char_p]
+                                               ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_int,
+                                               ctypes.c_char_p, ctypes.c_char_p]
         _library.umlab_torch_start.restype = ctypes.c_int
         _library.umlab_torch_error.restype = ctypes.c_char_p
         _library.umlab_torch_stop.restype = ctypes.c_char_p

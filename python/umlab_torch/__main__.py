@@ -16,8 +16,16 @@ beside the training, hears of each kernel as the GPU reaches it (a stream
 stamp before and after it, named by DeepUM's execution id) and of faults
 and the driver's evictions through CUPTI, and prefetches, pre-evicts and
 discards on a stream of its own while the driver serves the faults. The
-caching allocator's own frees are not seen, so invalidation has only whole
-segments to go on (docs/torch.md).
+caching allocator's blocks reach the engine through PyTorch's allocator
+trace hook (docs/torch.md).
+
+--record=FILE.umt records the training as a umlab program that the sim
+replays with any policy (`umlab replay FILE.umt --policy=deepum`): every
+kernel in launch order with its execution id and its time on the GPU, the
+allocator's segments and blocks, and each kernel's access set, read off its
+argument words. The run without a balloon writes the file (its kernel times
+are compute, not fault stalls); every other run records too and reports how
+many of CUPTI's fault records its access sets explain (docs/torch.md).
 """
 import argparse
 import json
@@ -67,12 +75,14 @@ def child(args, script_argv):
     library = umlab_torch.load()
     torch.cuda.set_device(args.gpu)
     policy = b"" if args.policy == "driver" else args.policy.encode()
+    record_path = (args.record_path or "").encode()
     if library.umlab_torch_start(args.gpu, args.capacity_bytes, host_memory_bytes() // 2,
-                                 policy) != 0:
+                                 policy, 1 if args.recording else 0, record_path,
+                                 " ".join(script_argv).encode()) != 0:
         sys.exit(library.umlab_torch_error().decode())
     report = b""
     block_trace = "not asked (the driver alone)"
-    if args.policy != "driver":
+    if args.policy != "driver" or args.recording:
         from umlab_torch import block_trace as tracer
         block_trace = tracer.attach(umlab_torch.library_path()) or "attached"
     try:
@@ -96,13 +106,19 @@ def child(args, script_argv):
         json.dump(detail, out)
 
 
-def run_once(args, script_argv, capacity_bytes, policy="driver"):
-    """Runs the script in a child process; returns (report, the script's JSON lines)."""
+def run_once(args, script_argv, capacity_bytes, policy="driver", record_path=None):
+    """Runs the script in a child process; returns (report, the script's JSON lines).
+    Under --record every run records; the one given `record_path` writes it."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         report_path = handle.name
     command = [sys.executable, "-m", "umlab_torch", "--child", f"--gpu={args.gpu}",
                f"--capacity-bytes={capacity_bytes}", f"--policy={policy}",
-               f"--report={report_path}", "--", *script_argv]
+               f"--report={report_path}"]
+    if args.record:
+        command.append("--recording")
+    if record_path:
+        command.append(f"--record-path={record_path}")
+    command += ["--", *script_argv]
     try:
         completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
         sys.stdout.write(completed.stdout)
@@ -139,6 +155,14 @@ def summarise(report):
     faults = sum(i["records"]["faults"] for i in iterations) / n
     line = (f"steady iteration {time_ms:9.1f} ms  faults {faults:10.0f}  "
             f"h2d {h2d:7.2f} GB  d2h {d2h:7.2f} GB  kernels {iterations[-1]['kernels']}")
+    recording = report.get("recording")
+    if recording:
+        explained = recording["fault_records_explained"] / max(1, recording["fault_records"])
+        line += (f"  recorded {recording['launches']} launches ({recording['timed_launches']} "
+                 f"timed), {recording['accesses']} accesses, fault records explained "
+                 f"{explained:.1%} of {recording['fault_records']}")
+        if recording["path"]:
+            line += f"  -> {recording['path']} ({recording['written']})"
     engine = report.get("engine")
     if engine:
         line += (f"  prefetched {engine['prefetch_bytes'] / 1e9:.2f} GB  "
@@ -253,7 +277,12 @@ def main():
     parser.add_argument("--json", dest="contract",
                         help="write the runs as umlab's JSON contract here (docs/json-contract.md; "
                              "umlab report draws it)")
+    parser.add_argument("--record", metavar="FILE.umt",
+                        help="record the training as a umlab program the sim replays; the run "
+                             "without a balloon writes it")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--recording", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--record-path", help=argparse.SUPPRESS)
     parser.add_argument("--capacity-bytes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--report", help=argparse.SUPPRESS)
     args = parser.parse_args(options)
@@ -270,11 +299,17 @@ def main():
     if not policies:
         sys.exit("umlab_torch: --policies is empty; name driver (the UVM driver alone) or a "
                  "umlab policy such as deepum")
+    if args.record and not args.record.endswith(".umt"):
+        sys.exit(f"umlab_torch: --record={args.record}: name a .umt file")
+    if args.record and not os.path.isdir(os.path.dirname(os.path.abspath(args.record))):
+        sys.exit(f"umlab_torch: --record={args.record}: its directory does not exist")
+    record_path = os.path.abspath(args.record) if args.record else None
     result = {"script": script_argv, "capacity": args.capacity, "runs": []}
     footprint = None
-    if any(kind == "fraction" for kind, _ in capacities):
-        # The footprint: the training's peak managed memory with no balloon.
-        full = run_once(args, script_argv, 0)
+    if any(kind == "fraction" for kind, _ in capacities) or record_path:
+        # The footprint: the training's peak managed memory with no balloon,
+        # and, under --record, the program with its kernels' compute times.
+        full = run_once(args, script_argv, 0, record_path=record_path)
         full["label"] = "capacity 1.0 (footprint)"
         result["runs"].append(full)
         footprint = full["peak_managed_bytes"]

@@ -22,26 +22,35 @@ struct ObserverState {
   ExecutionIdTable tensor_table;
   std::vector<uint32_t> tensor_sequence;
   std::vector<uint8_t> tensor_scratch;
-  // Each kernel's parameter sizes, asked of the driver once.
-  absl::flat_hash_map<CUfunction, std::vector<size_t>> layouts;
+  // Each kernel's parameters (offset, size), asked of the driver once.
+  absl::flat_hash_map<CUfunction, std::vector<std::pair<size_t, size_t>>> layouts;
   std::vector<uint32_t> sequence;
   LaunchCounts counts;
   std::vector<uint8_t> scratch;
+  std::vector<uint64_t> word_scratch;
   // Stream stamps: host-mapped words the GPU writes (begun, ended).
   uint64_t* stamps = nullptr;
   CUdeviceptr device_stamps = 0;
+  // Each launch's CUPTI correlation ids: the driver call's, and the runtime
+  // call's it was made from (0 for none). A kernel's activity record
+  // carries one of them.
+  std::vector<std::pair<uint32_t, uint32_t>> correlations;
+  LaunchListener listener = nullptr;
+  void* listener_context = nullptr;
 };
 ObserverState* state = nullptr;
 // The sequence number of the launch this thread is making, between its
 // API enter and exit.
 thread_local uint64_t launching = 0;
+// The correlation id of the runtime launch call this thread is in, if any.
+thread_local uint32_t runtime_correlation = 0;
 
-// Sizes of `function`'s parameters, or an empty list where the driver cannot
-// say (CUDA before 12.4). The runtime launches through context-independent
+// Where `function`'s parameters lie in its argument buffer (offset, size),
+// or an empty list where the driver cannot say (CUDA before 12.4). The runtime launches through context-independent
 // kernels (CUkernel) passed where a CUfunction goes, which
 // cuFuncGetParamInfo rejects: those are asked of cuKernelGetParamInfo (run
 // 14: every runtime launch of a PyTorch training was one).
-const std::vector<size_t>& LayoutOf(CUfunction function) {
+const std::vector<std::pair<size_t, size_t>>& LayoutOf(CUfunction function) {
   auto [it, inserted] = state->layouts.try_emplace(function);
   if (inserted) {
     for (size_t index = 0;; ++index) {
@@ -51,23 +60,26 @@ const std::vector<size_t>& LayoutOf(CUfunction function) {
               CUDA_SUCCESS) {
         break;
       }
-      it->second.push_back(size);
+      it->second.emplace_back(offset, size);
     }
   }
   return it->second;
 }
 
-// The argument bytes of one launch, from kernelParams (one pointer per
+// The argument bytes of one launch, each parameter at its offset in the
+// kernel's argument buffer (so a pointer after a 4-byte int stays 8-byte
+// aligned, as the kernel sees it), from kernelParams (one pointer per
 // parameter) or from the packed buffer of `extra`.
 absl::Span<const uint8_t> ArgumentBytes(CUfunction function, void** params, void** extra) {
   std::vector<uint8_t>& bytes = state->scratch;
   bytes.clear();
   if (params != nullptr) {
-    const std::vector<size_t>& sizes = LayoutOf(function);
-    if (sizes.empty()) ++state->counts.unsized_launches;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      const auto* value = static_cast<const uint8_t*>(params[i]);
-      bytes.insert(bytes.end(), value, value + sizes[i]);
+    const std::vector<std::pair<size_t, size_t>>& layout = LayoutOf(function);
+    if (layout.empty()) ++state->counts.unsized_launches;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      const auto [offset, size] = layout[i];
+      if (bytes.size() < offset + size) bytes.resize(offset + size, 0);
+      std::memcpy(bytes.data() + offset, params[i], size);
     }
   } else if (extra != nullptr) {
     const void* buffer = nullptr;
@@ -87,7 +99,7 @@ absl::Span<const uint8_t> ArgumentBytes(CUfunction function, void** params, void
 // Returns the launch's sequence number (1-based).
 uint64_t Observe(const char* name, CUfunction function, const std::array<uint32_t, 3>& grid,
                  const std::array<uint32_t, 3>& block, uint32_t shared, void** params,
-                 void** extra) {
+                 void** extra, uint32_t correlation) {
   std::lock_guard<std::mutex> lock(state->mutex);
   KernelLaunch launch;
   launch.kernel_name = name == nullptr ? "" : name;
@@ -100,15 +112,26 @@ uint64_t Observe(const char* name, CUfunction function, const std::array<uint32_
   // words that point into live managed memory.
   std::vector<uint8_t>& tensors = state->tensor_scratch;
   tensors.clear();
+  std::vector<uint64_t>& words = state->word_scratch;
+  words.clear();
   const absl::Span<const uint8_t> bytes = launch.argument_bytes;
   for (size_t offset = 0; offset + 8 <= bytes.size(); offset += 8) {
     uint64_t word = 0;
     std::memcpy(&word, bytes.data() + offset, 8);
-    if (InManagedSegment(word)) tensors.insert(tensors.end(), bytes.data() + offset, bytes.data() + offset + 8);
+    if (InManagedSegment(word)) {
+      tensors.insert(tensors.end(), bytes.data() + offset, bytes.data() + offset + 8);
+      words.push_back(word);
+    }
   }
   launch.argument_bytes = tensors;
   state->tensor_sequence.push_back(state->tensor_table.IdOf(launch));
+  state->correlations.emplace_back(correlation, runtime_correlation);
   ++state->counts.launches;
+  if (state->listener != nullptr) {
+    const absl::string_view kernel_name(launch.kernel_name.data(), launch.kernel_name.size());
+    state->listener(state->listener_context, state->sequence.back(), kernel_name, words.data(),
+                    words.size());
+  }
   return state->sequence.size();
 }
 
@@ -128,7 +151,11 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
                          const void* data) {
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    if (info->callbackSite != CUPTI_API_ENTER) return;
+    if (info->callbackSite != CUPTI_API_ENTER) {
+      runtime_correlation = 0;
+      return;
+    }
+    runtime_correlation = info->correlationId;
     std::lock_guard<std::mutex> lock(state->mutex);
     ++state->counts.runtime_launches;
     return;
@@ -144,7 +171,7 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
       if (info->callbackSite == CUPTI_API_ENTER) {
         launching = Observe(info->symbolName, p->f, {p->gridDimX, p->gridDimY, p->gridDimZ},
                             {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes,
-                            p->kernelParams, p->extra);
+                            p->kernelParams, p->extra, info->correlationId);
       }
       break;
     }
@@ -156,7 +183,7 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
       if (info->callbackSite == CUPTI_API_ENTER) {
         launching = Observe(info->symbolName, p->f, {c.gridDimX, c.gridDimY, c.gridDimZ},
                             {c.blockDimX, c.blockDimY, c.blockDimZ}, c.sharedMemBytes,
-                            p->kernelParams, p->extra);
+                            p->kernelParams, p->extra, info->correlationId);
       }
       break;
     }
@@ -245,6 +272,17 @@ uint64_t LaunchObserver::begun() const {
 
 uint64_t LaunchObserver::ended() const {
   return state->stamps == nullptr ? 0 : *static_cast<volatile uint64_t*>(&state->stamps[1]);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> LaunchObserver::correlations() const {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  return state->correlations;
+}
+
+void LaunchObserver::SetListener(LaunchListener listener, void* context) {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->listener = listener;
+  state->listener_context = context;
 }
 
 uint32_t LaunchObserver::ExecutionIdOf(uint64_t sequence_number) const {

@@ -18,9 +18,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace umlab::cuda {
 
@@ -34,6 +36,12 @@ struct LaunchCounts {
   uint64_t unsized_launches = 0;  // launches whose argument layout was unknown
   uint64_t unstamped_launches = 0;  // stamps the driver refused (stream stamps on)
 };
+
+// Hears each launch as it is made, on the launching thread, in launch order
+// (under the observer's lock: keep it short): its execution id, kernel name
+// and the argument words that point into live managed memory.
+using LaunchListener = void (*)(void* context, uint32_t execution_id, absl::string_view name,
+                                const uint64_t* words, size_t count);
 
 class LaunchObserver {
  public:
@@ -49,6 +57,12 @@ class LaunchObserver {
   // of the last launch whose kernel the GPU has begun, and ended.
   uint64_t begun() const;
   uint64_t ended() const;
+  // Each launch's CUPTI correlation ids, in launch order: the driver
+  // call's and the runtime call's that made it (0: none). A kernel's
+  // activity record names one of them.
+  std::vector<std::pair<uint32_t, uint32_t>> correlations() const;
+  // nullptr stops it.
+  void SetListener(LaunchListener listener, void* context);
   // The execution id of launch `sequence_number` (1-based).
   uint32_t ExecutionIdOf(uint64_t sequence_number) const;
 

@@ -22,8 +22,12 @@ extern "C" {
 
 // 0 on success; otherwise umlab_torch_error() says why, in one line.
 // `policy` is a policy spec for the live engine, or "" for the driver alone.
+// `record` non-zero records the training as a program (its access sets and
+// kernel times); `record_path`, when not empty, is where the .umt goes, and
+// `workload` names it.
 int umlab_torch_start(int gpu, unsigned long long capacity_bytes,
-                      unsigned long long host_limit_bytes, const char* policy) {
+                      unsigned long long host_limit_bytes, const char* policy, int record,
+                      const char* record_path, const char* workload) {
   if (session != nullptr) {
     last_error = "umlab_torch: a session is already running in this process";
     return 1;
@@ -33,6 +37,9 @@ int umlab_torch_start(int gpu, unsigned long long capacity_bytes,
   options.capacity_bytes = capacity_bytes;
   options.host_limit_bytes = host_limit_bytes;
   options.policy = policy == nullptr ? "" : policy;
+  options.record = record != 0;
+  options.record_path = record_path == nullptr ? "" : record_path;
+  options.workload = workload == nullptr ? "" : workload;
   absl::StatusOr<std::unique_ptr<umlab::cuda::TorchSession>> started =
       umlab::cuda::TorchSession::Start(options);
   if (!started.ok()) {

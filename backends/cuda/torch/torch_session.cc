@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -42,16 +44,39 @@ absl::StatusOr<std::unique_ptr<TorchSession>> TorchSession::Start(
   size_t free_bytes = 0, total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
   session->free_after_balloon_ = free_bytes;
-  absl::StatusOr<std::unique_ptr<CuptiFaultStream>> records = CuptiFaultStream::Start(options.gpu);
+  absl::StatusOr<std::unique_ptr<CuptiFaultStream>> records =
+      CuptiFaultStream::Start(options.gpu, 64 << 10, /*kernel_times=*/options.record);
   if (!records.ok()) return records.status();
   session->records_ = std::move(*records);
   absl::StatusOr<std::unique_ptr<LaunchObserver>> launches =
       LaunchObserver::Start(/*stream_stamps=*/!options.policy.empty());
   if (!launches.ok()) return launches.status();
   session->launches_ = std::move(*launches);
+  if (options.record) {
+    session->recorder_ = std::make_unique<ProgramRecorder>();
+    session->launches_->SetListener(
+        [](void* context, uint32_t execution_id, absl::string_view name, const uint64_t* words,
+           size_t count) {
+          auto* self = static_cast<TorchSession*>(context);
+          std::lock_guard<std::mutex> lock(self->recorder_mutex_);
+          self->recorder_->OnLaunch(execution_id, name, absl::MakeConstSpan(words, count));
+        },
+        session.get());
+  }
   if (!options.policy.empty()) {
     if (absl::Status s = session->StartEngine(); !s.ok()) return s;
   }
+  // Segments go to the live engine and the recorder, whichever run.
+  SetManagedPoolListener(
+      [](void* context, bool allocated, uint64_t address, uint64_t bytes) {
+        auto* self = static_cast<TorchSession*>(context);
+        if (self->live_ != nullptr) self->live_->OnSegment(allocated, address, bytes);
+        if (self->recorder_ != nullptr) {
+          std::lock_guard<std::mutex> lock(self->recorder_mutex_);
+          self->recorder_->OnSegment(allocated, address, bytes);
+        }
+      },
+      session.get());
   session->start_timestamp_ = CuptiFaultStream::Timestamp();
   // A flush holds its caller for about 2 ms, so it gets a thread of its own
   // (as in the cuda backend), and records are drained as they come.
@@ -84,11 +109,6 @@ absl::Status TorchSession::StartEngine() {
   const uint64_t capacity_frames =
       options_.capacity_bytes > 0 ? options_.capacity_bytes / kBlockSize : kUnlimitedFrames;
   engine_ = std::make_unique<Engine>(*live_, *policy_, capacity_frames, config);
-  SetManagedPoolListener(
-      [](void* context, bool allocated, uint64_t address, uint64_t bytes) {
-        static_cast<LiveBackend*>(context)->OnSegment(allocated, address, bytes);
-      },
-      live_.get());
   engine_thread_ = std::thread([this] {
     NoProgram nothing;
     engine_status_ = live_->Run(nothing, *engine_, nullptr);
@@ -100,7 +120,6 @@ std::string TorchSession::StopEngine() {
   if (live_ == nullptr) return "null";
   live_->Stop();
   if (engine_thread_.joinable()) engine_thread_.join();
-  SetManagedPoolListener(nullptr, nullptr);
   RunStats& stats = engine_->mutable_stats();
   live_->FillStatistics(stats);
   PolicyStats policy_stats;
@@ -129,6 +148,8 @@ std::string TorchSession::StopEngine() {
 }
 
 TorchSession::~TorchSession() {
+  SetManagedPoolListener(nullptr, nullptr);
+  if (launches_ != nullptr) launches_->SetListener(nullptr, nullptr);
   if (live_ != nullptr && engine_thread_.joinable()) StopEngine();
   stopping_.store(true);
   if (flusher_.joinable()) flusher_.join();
@@ -141,6 +162,10 @@ TorchSession::~TorchSession() {
 
 void TorchSession::OnBlock(bool live, uint64_t address, uint64_t bytes) {
   if (live_ != nullptr) live_->OnBlock(live, address, bytes);
+  if (recorder_ != nullptr) {
+    std::lock_guard<std::mutex> lock(recorder_mutex_);
+    recorder_->OnBlock(live, address, bytes);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   ++block_events_;
 }
@@ -151,6 +176,10 @@ void TorchSession::MarkIteration() {
   if (live_ != nullptr) live_->MarkIteration(marks_.back());
   mark_launches_.push_back(launches_->counts().launches);
   bins_.emplace_back();
+  if (recorder_ != nullptr) {
+    std::lock_guard<std::mutex> recording(recorder_mutex_);
+    recorder_->OnIteration();
+  }
 }
 
 void TorchSession::Drain() {
@@ -158,6 +187,14 @@ void TorchSession::Drain() {
   scratch_.clear();
   records_->Drain(scratch_);
   if (live_ != nullptr) live_->OnRecords(scratch_);
+  if (recorder_ != nullptr) {
+    records_->DrainKernels(kernel_records_);
+    for (const UnifiedMemoryRecord& record : scratch_) {
+      if (record.kind == UnifiedMemoryRecord::Kind::kGpuPageFault) {
+        fault_points_.emplace_back(record.address, record.start_ns);
+      }
+    }
+  }
   for (const UnifiedMemoryRecord& record : scratch_) {
     const size_t index = static_cast<size_t>(
         std::upper_bound(marks_.begin(), marks_.end(), record.start_ns) - marks_.begin());
@@ -190,10 +227,12 @@ std::string TorchSession::Report() {
   cudaDeviceSynchronize();
   stopping_.store(true);
   if (flusher_.joinable()) flusher_.join();
-  records_->Flush();
+  // Kernel times sit in buffers that are not full: hand them over too.
+  records_->Flush(/*forced=*/recorder_ != nullptr);
   Drain();
   const uint64_t end_timestamp = CuptiFaultStream::Timestamp();
   const std::string engine = StopEngine();
+  const std::string recording = FinishRecording();
   const LaunchCounts launches = launches_->counts();
   const ManagedPoolCounters pool = ManagedPoolSnapshot();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -266,13 +305,75 @@ std::string TorchSession::Report() {
       "\"unsized_launches\": %d, "
       "\"managed_segments\": %d, \"peak_managed_bytes\": %d, \"refused_allocations\": %d, "
       "\"dropped_records\": %d, \"block_events\": %d, \"records\": %s, \"engine\": %s, "
-      "\"iterations\": [%s]}",
+      "\"recording\": %s, \"iterations\": [%s]}",
       options_.gpu, options_.capacity_bytes, balloon_ ? balloon_->reserved_bytes() : 0,
       free_after_balloon_, end_timestamp - start_timestamp_, launches.launches,
       launches.execution_ids, launches.tensor_execution_ids, launches.runtime_launches,
       launches.unsized_launches,
       pool.segments_allocated, pool.peak_live_bytes, pool.refused, records_->dropped(),
-      block_events_, bin_json(total), engine, absl::StrJoin(iterations, ", "));
+      block_events_, bin_json(total), engine, recording, absl::StrJoin(iterations, ", "));
+}
+
+std::string TorchSession::FinishRecording() {
+  if (recorder_ == nullptr) return "null";
+  launches_->SetListener(nullptr, nullptr);
+  std::lock_guard<std::mutex> lock(recorder_mutex_);
+  // A kernel's activity record names the driver call that launched it, or
+  // the runtime call that made that one.
+  const std::vector<std::pair<uint32_t, uint32_t>> correlations = launches_->correlations();
+  absl::flat_hash_map<uint32_t, uint64_t> launch_of;
+  for (uint64_t i = 0; i < correlations.size(); ++i) {
+    if (correlations[i].first != 0) launch_of[correlations[i].first] = i;
+    if (correlations[i].second != 0) launch_of.try_emplace(correlations[i].second, i);
+  }
+  struct Span {
+    uint64_t start, end, launch;
+  };
+  std::vector<Span> spans;
+  uint64_t unmatched = 0;
+  for (const KernelRecord& kernel : kernel_records_) {
+    auto it = launch_of.find(kernel.correlation);
+    if (it == launch_of.end() || kernel.end_ns < kernel.start_ns) {
+      ++unmatched;
+      continue;
+    }
+    recorder_->SetDuration(it->second, static_cast<Nanos>(kernel.end_ns - kernel.start_ns));
+    spans.push_back({kernel.start_ns, kernel.end_ns, it->second});
+  }
+  // Each fault belongs to the kernel running when it was raised.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  std::vector<std::pair<uint64_t, uint64_t>> faults;
+  for (const auto& [address, timestamp] : fault_points_) {
+    auto it = std::upper_bound(spans.begin(), spans.end(), timestamp,
+                               [](uint64_t t, const Span& s) { return t < s.start; });
+    uint64_t launch = UINT64_MAX;
+    if (it != spans.begin() && timestamp <= std::prev(it)->end) launch = std::prev(it)->launch;
+    faults.emplace_back(address, launch);
+  }
+  const AccessCoverage coverage = recorder_->Coverage(faults);
+  std::string written = "not asked";
+  if (!options_.record_path.empty()) {
+    absl::Status status = recorder_->Write(
+        options_.record_path,
+        {{"workload", options_.workload.empty() ? "torch" : options_.workload},
+         {"device", options_.device},
+         {"source", "umlab torch: CUPTI launches and kernel times, PyTorch's allocator events"},
+         {"access_sets", "argument words into live allocator blocks (docs/torch.md)"},
+         {"capacity_bytes", absl::StrCat(options_.capacity_bytes)}});
+    written = status.ok() ? "ok" : std::string(status.message());
+  }
+  const RecordingStats& s = recorder_->stats();
+  return absl::StrFormat(
+      "{\"path\": \"%s\", \"written\": \"%s\", \"launches\": %d, \"timed_launches\": %d, "
+      "\"kernel_records\": %d, \"unmatched_kernel_records\": %d, \"accesses\": %d, "
+      "\"written_blocks\": %d, \"pointer_words\": %d, \"block_words\": %d, "
+      "\"segment_words\": %d, \"foreign_blocks\": %d, \"launches_without_access\": %d, "
+      "\"fault_records\": %d, \"fault_records_explained\": %d, "
+      "\"fault_records_outside_kernels\": %d}",
+      absl::CEscape(options_.record_path), absl::CEscape(written), s.launches, s.timed_launches,
+      kernel_records_.size(), unmatched, s.accesses, s.written_blocks, s.pointer_words,
+      s.block_words, s.segment_words, s.foreign_blocks, s.launches_without_access,
+      coverage.faults, coverage.explained, coverage.outside_any_kernel);
 }
 
 }  // namespace umlab::cuda

@@ -27,6 +27,7 @@
 #include "backends/cuda/torch/live_backend.h"
 #include "core/engine.h"
 #include "core/policy.h"
+#include "core/program_recorder.h"
 
 namespace umlab::cuda {
 
@@ -44,6 +45,14 @@ struct TorchSessionOptions {
   std::string device = "h200";
   // How often the engine thread looks for news.
   int64_t poll_interval_ns = 20000;
+  // Record the training as a umlab program (core/program_recorder.h):
+  // every launch's access set from its argument words, and each kernel's
+  // time on the GPU. With a path the program is written there as a .umt
+  // trace; without one the report still says how completely the access
+  // sets explain the faults CUPTI saw.
+  bool record = false;
+  std::string record_path;
+  std::string workload;  // names the recorded program (the script)
 };
 
 class TorchSession {
@@ -78,6 +87,10 @@ class TorchSession {
   absl::Status StartEngine();
   // Stops it and returns its report (a JSON object), or "null" without one.
   std::string StopEngine();
+  // Times the recorded launches, measures their coverage of the faults,
+  // writes the trace where asked; returns the report's "recording" object
+  // (or "null" when not recording).
+  std::string FinishRecording();
 
   TorchSessionOptions options_;
   std::unique_ptr<GpuBalloon> balloon_;
@@ -100,6 +113,13 @@ class TorchSession {
   uint64_t start_timestamp_ = 0;
   uint64_t free_after_balloon_ = 0;
   uint64_t block_events_ = 0;  // the caching allocator's, when traced
+  // Recording (options_.record): the program so far, and what CUPTI said of
+  // it. The recorder hears launches, blocks, segments and marks from
+  // whichever thread makes them, in turn.
+  std::mutex recorder_mutex_;
+  std::unique_ptr<ProgramRecorder> recorder_;
+  std::vector<KernelRecord> kernel_records_;
+  std::vector<std::pair<uint64_t, uint64_t>> fault_points_;  // address, CUPTI time
 };
 
 }  // namespace umlab::cuda

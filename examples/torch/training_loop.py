@@ -41,3 +41,16 @@ def train(model, loss_of, iterations):
         torch.cuda.synchronize()
         print(json.dumps({"iteration": iteration, "seconds": time.perf_counter() - start,
                           "loss": loss.item()}), flush=True)
+
+
+def train_image_classifier(description, constructor, default_batch):
+    """A torchvision classifier (random weights) trained on random 224x224
+    ImageNet-shaped images: what train_resnet50.py, train_vit.py and
+    train_mobilenet.py share. `constructor` names torchvision.models' function."""
+    import torchvision
+    args = arguments(description, default_batch)
+    torch.manual_seed(args.seed)
+    model = getattr(torchvision.models, constructor)()
+    images = torch.randn(args.batch, 3, 224, 224, device="cuda")
+    labels = torch.randint(0, 1000, (args.batch,), device="cuda")
+    train(model, lambda m: torch.nn.functional.cross_entropy(m(images), labels), args.iterations)

@@ -154,8 +154,16 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   const Picos per_access = pace.step_ps;
   const Picos start = clock_.now() * kPicosPerNano;
   exec_id_ = exec_id;
-  range_index_ = 0;
-  range_offset_ = 0;
+  // Ordered: one cursor over everything. Spread: issuer i starts i/n of the
+  // way in and walks its share.
+  cursors_.assign(options_.spread_access ? sm_count : 1, Cursor{});
+  for (uint64_t i = 0; i < cursors_.size(); ++i) {
+    const uint64_t first = total * i / cursors_.size();
+    Cursor& cursor = cursors_[i];
+    cursor.offset = first;
+    cursor.left = total * (i + 1) / cursors_.size() - first;
+    AdvanceCursor(cursor, 0);  // onto the range that holds page `first`
+  }
   sms_.assign(sm_count, Sm{});
   stalled_.clear();
   ready_.Reset(sm_count);
@@ -199,24 +207,39 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
       }
       continue;
     }
-    if (range_index_ == ranges_.size()) {
+    Cursor& cursor = cursors_[options_.spread_access ? sm_index : 0];
+    if (cursor.left == 0) {
       finish = std::max(finish, time);  // this SM has no work left
       continue;
     }
-    const AccessRange& range = ranges_[range_index_];
-    const PageNumber page = range.first_page + range_offset_;
+    const AccessRange& range = ranges_[cursor.range];
+    const PageNumber page = range.first_page + cursor.offset;
     const bool write = range.write;
-    const uint64_t mapped = device_memory_.MappedRun(page, range.pages - range_offset_);
+    const uint64_t mapped =
+        device_memory_.MappedRun(page, std::min(range.pages - cursor.offset, cursor.left));
     if (mapped == 0) {
-      AdvanceCursor(1);
+      AdvanceCursor(cursor, 1);
       Fault(sm_index, page, write, time);
       next_system = NextSystemEventTime();
+      continue;
+    }
+    const Picos limit = next_system == kNever ? kNeverPicos : next_system * kPicosPerNano;
+    if (options_.spread_access) {
+      // Its own hits, one access each, up to the next system event: no other
+      // issuer shares its pages.
+      uint64_t taken = mapped;
+      if (limit != kNeverPicos && per_access > 0) {
+        taken = std::min<uint64_t>(mapped, static_cast<uint64_t>((limit - time) / per_access) + 1);
+      }
+      ready_.PushAfterAccess(time + static_cast<Picos>(taken) * per_access, sm_index);
+      device_memory_.RecordAccesses(page, taken, write);
+      stats.page_accesses += taken;
+      AdvanceCursor(cursor, taken);
       continue;
     }
     // Hits need no service, so the SMs take the mapped pages one each, in
     // the same time order as one at a time, until the run ends or a woken
     // SM or a system event comes first.
-    const Picos limit = next_system == kNever ? kNeverPicos : next_system * kPicosPerNano;
     ready_.PushAfterAccess(time + per_access, sm_index);
     Picos last = time;
     uint64_t taken = 1;
@@ -230,17 +253,20 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
     device_memory_.RecordAccesses(page, taken, write);
     stats.page_accesses += taken;
     clock_.AdvanceTo(last / kPicosPerNano);
-    AdvanceCursor(taken);
+    AdvanceCursor(cursor, taken);
   }
   clock_.AdvanceTo((finish + kPicosPerNano - 1) / kPicosPerNano);
   return error_;
 }
 
-void SimBackend::AdvanceCursor(uint64_t pages) {
-  range_offset_ += pages;
-  if (range_offset_ == ranges_[range_index_].pages) {
-    ++range_index_;
-    range_offset_ = 0;
+void SimBackend::AdvanceCursor(Cursor& cursor, uint64_t pages) {
+  cursor.left -= std::min(cursor.left, pages);
+  cursor.offset += pages;
+  // Only spread access's starting position crosses ranges; a move within
+  // a run ends at most at its range's end.
+  while (cursor.range < ranges_.size() && cursor.offset >= ranges_[cursor.range].pages) {
+    cursor.offset -= ranges_[cursor.range].pages;
+    ++cursor.range;
   }
 }
 
@@ -842,7 +868,13 @@ UMLAB_REGISTER_BACKEND(
             "policy_from=user: CUPTI collects the driver's records in batches this far apart; a "
             "flush hands over only what was collected (the H200's 5-19 ms delivery, "
             "docs/cuda.md)",
-            ParamRange::AtLeast(0)}},
+            ParamRange::AtLeast(0)},
+           {"access", ParamType::kString, "ordered",
+            "how a kernel's issuers walk its pages: ordered (all take the next page in turn, "
+            "as umlab's replay kernel; what the h200 preset is calibrated on) or spread (each "
+            "its own slice, as a real kernel's thread blocks partition their tensors)",
+            {},
+            {"ordered", "spread"}}},
           [](const ParamMap& params, const DeviceConfig& device,
              uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
             SimOptions options;
@@ -851,6 +883,7 @@ UMLAB_REGISTER_BACKEND(
             options.flush_pause_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
             options.flush_cost_ns = static_cast<Nanos>(params.Double("flush_cost_us") * 1e3);
             options.collect_period_ns = static_cast<Nanos>(params.Double("collect_us") * 1e3);
+            options.spread_access = params.Choice("access") == 1;
             return std::make_unique<SimBackend>(device, capacity_frames, options);
           },
           // Virtual time and nothing global: runs may share the process.

@@ -81,6 +81,14 @@ struct SimOptions {
   Nanos collect_period_ns = 16000000;
   // User mode: the policy spec that models the driver's own fault service.
   std::string driver_policy = "demand";
+  // How a kernel's issuers walk its pages. Ordered (the default): every
+  // issuer takes the next page of the kernel's accesses in order, as
+  // umlab's replay kernel does on the GPU, so the faults at any instant lie
+  // in one or two blocks. Spread: each issuer walks its own equal slice, as
+  // a real kernel's thread blocks partition its tensors, so a kernel's
+  // first faults land in as many places as it has issuers and one fault
+  // batch names many blocks (docs/fidelity.md, "Real PyTorch trainings").
+  bool spread_access = false;
 };
 
 class SimBackend final : public Backend {
@@ -119,6 +127,13 @@ class SimBackend final : public Backend {
     PageNumber first_page;
     uint64_t pages;
     bool write;
+  };
+  // Where an issuer is in the kernel's pages: ranges_[range] at `offset`,
+  // with `left` pages of its share to go. Ordered access shares cursor 0.
+  struct Cursor {
+    size_t range = 0;
+    uint64_t offset = 0;
+    uint64_t left = 0;
   };
   struct Sm {
     bool retry = false;  // woken by a replay: retry `page` first
@@ -209,7 +224,7 @@ class SimBackend final : public Backend {
 
   absl::Status ExecuteKernel(uint32_t exec_id, Nanos compute_ns);
   // Moves the kernel's access cursor `pages` pages on.
-  void AdvanceCursor(uint64_t pages);
+  void AdvanceCursor(Cursor& cursor, uint64_t pages);
   // Processes system events (link, replays, fault service) up to `until`
   // inclusive; returns false if none was due.
   bool ProcessSystemEventAtOrBefore(Nanos until);
@@ -275,8 +290,7 @@ class SimBackend final : public Backend {
 
   // The kernel being executed.
   std::vector<AccessRange> ranges_;
-  size_t range_index_ = 0;
-  uint64_t range_offset_ = 0;
+  std::vector<Cursor> cursors_;
   uint32_t exec_id_ = 0;
   std::vector<Sm> sms_;
   std::vector<uint32_t> stalled_;

@@ -1,0 +1,66 @@
+// How a kernel's issuers walk its pages on the sim (SimOptions::
+// spread_access, `sim:access=`): in order, all taking the next page as
+// umlab's replay kernel does, or spread, each its own slice, as a real
+// kernel's thread blocks partition their tensors.
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "core/registry.h"
+#include "policies/demand/demand.h"
+#include "tests/sim_harness.h"
+
+namespace umlab::testing {
+namespace {
+
+// Four blocks touched by one kernel on four SMs, under a policy that brings
+// a whole block in on its first fault.
+SimRun FourBlocks(bool spread) {
+  ProgramBuilder p;
+  p.Alloc(0, 4);
+  p.Kernel(1, 1000, {0, 1, 2, 3});
+  absl::StatusOr<std::unique_ptr<Policy>> whole_blocks =
+      Policies().Create("uvm-default:big_page_kb=2048,thrashing=false");
+  EXPECT_TRUE(whole_blocks.ok()) << whole_blocks.status();
+  if (!whole_blocks.ok()) return SimRun{whole_blocks.status(), {}};
+  return RunOnSim(p, 8, **whole_blocks, TestDevice(4), ReplayPolicy::kBatch,
+                  SimOptions{.spread_access = spread});
+}
+
+TEST(SimAccessOrderTest, OrderedIssuersFaultOneBlockAtATime) {
+  const SimRun run = FourBlocks(/*spread=*/false);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // All four SMs fault on block 0's first pages; once it is in, on block
+  // 1's; and so on: a batch per block.
+  EXPECT_EQ(run.stats.fault_batches, 4u);
+  EXPECT_EQ(run.stats.faulted_blocks, 4u);
+  EXPECT_EQ(run.stats.faults, 16u);
+}
+
+TEST(SimAccessOrderTest, SpreadIssuersFaultEveryBlockInOneBatch) {
+  const SimRun run = FourBlocks(/*spread=*/true);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // Each SM starts a block of its own: one batch names all four.
+  EXPECT_EQ(run.stats.fault_batches, 1u);
+  EXPECT_EQ(run.stats.faulted_blocks, 4u);
+  EXPECT_EQ(run.stats.faults, 4u);
+}
+
+TEST(SimAccessOrderTest, BothOrdersTouchTheSamePages) {
+  ProgramBuilder p;
+  p.Alloc(0, 3);
+  // Uneven shares: 3 blocks of pages over 4 SMs, a write and reads.
+  p.Kernel(1, 5000, {0, 1, 2}, /*write=*/true);
+  p.Kernel(2, 5000, {2, 0});
+  for (bool spread : {false, true}) {
+    DemandPolicy demand;
+    const SimRun run = RunOnSim(p, 2, demand, TestDevice(4), ReplayPolicy::kBatch,
+                                SimOptions{.spread_access = spread});
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_EQ(run.stats.page_accesses, 5u * kPagesPerBlock) << "spread " << spread;
+    EXPECT_EQ(run.stats.kernels, 2u);
+  }
+}
+
+}  // namespace
+}  // namespace umlab::testing

@@ -27,23 +27,21 @@ SimRun FourBlocks(bool spread) {
                   SimOptions{.spread_access = spread});
 }
 
-TEST(SimAccessOrderTest, OrderedIssuersFaultOneBlockAtATime) {
-  const SimRun run = FourBlocks(/*spread=*/false);
-  ASSERT_TRUE(run.status.ok()) << run.status;
-  // All four SMs fault on block 0's first pages; once it is in, on block
-  // 1's; and so on: a batch per block.
-  EXPECT_EQ(run.stats.fault_batches, 4u);
-  EXPECT_EQ(run.stats.faulted_blocks, 4u);
-  EXPECT_EQ(run.stats.faults, 16u);
-}
-
+// Ordered, all four SMs fault on block 0's first pages; once it is in, on
+// block 1's; and so on: a batch per block. Spread, each SM starts in a block
+// of its own: one batch names all four.
 TEST(SimAccessOrderTest, SpreadIssuersFaultEveryBlockInOneBatch) {
-  const SimRun run = FourBlocks(/*spread=*/true);
-  ASSERT_TRUE(run.status.ok()) << run.status;
-  // Each SM starts a block of its own: one batch names all four.
-  EXPECT_EQ(run.stats.fault_batches, 1u);
-  EXPECT_EQ(run.stats.faulted_blocks, 4u);
-  EXPECT_EQ(run.stats.faults, 4u);
+  struct Expected {
+    bool spread;
+    uint64_t batches, faults;
+  };
+  for (const Expected& e : {Expected{false, 4, 16}, Expected{true, 1, 4}}) {
+    const SimRun run = FourBlocks(e.spread);
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_EQ(run.stats.fault_batches, e.batches) << "spread " << e.spread;
+    EXPECT_EQ(run.stats.faults, e.faults) << "spread " << e.spread;
+    EXPECT_EQ(run.stats.faulted_blocks, 4u) << "spread " << e.spread;
+  }
 }
 
 TEST(SimAccessOrderTest, BothOrdersTouchTheSamePages) {

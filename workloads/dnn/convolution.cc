@@ -26,9 +26,6 @@
 namespace umlab {
 namespace {
 
-KernelAccess R(int tensor) { return {tensor, AccessType::kRead}; }
-KernelAccess W(int tensor) { return {tensor, AccessType::kWrite}; }
-
 enum class ConvolutionPath { kGemm, kDepthwise, kImplicitGemm };
 
 ConvolutionPath PathOf(const ConvLayer& layer) {
@@ -50,9 +47,8 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
                (in.w + 2 * layer.padding - layer.kernel) / layer.stride + 1};
   *out = o;
   const int y = Activation(layer.name + ".out", o.elements());
-  const double flops = 2.0 * static_cast<double>(o.elements()) *
-                       static_cast<double>(layer.in / layer.groups) *
-                       static_cast<double>(layer.kernel * layer.kernel);
+  const double flops =
+      2.0 * D(o.elements()) * D(layer.in / layer.groups) * D(layer.kernel * layer.kernel);
   const std::string shape = absl::StrCat(in.n, "x", in.c, "x", in.h, "x", in.w, "_k",
                                          layer.kernel, "s", layer.stride, "g", layer.groups,
                                          "_", layer.out);
@@ -80,8 +76,8 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
         // The weight-gradient GEMM splits its reduction; one more kernel
         // sums the partials into the gradient it just accumulated.
         const int gw = grad_[layer.weight];
-        Kernel(name + "_wgrad_reduce_" + shape, static_cast<double>(Bytes(gw) / element_),
-               false, {R(gw), W(gw)});
+        Kernel(name + "_wgrad_reduce_" + shape, D(Bytes(gw) / element_), false,
+               {R(gw), W(gw)});
       }
     } else {
       if (RequiresGrad(x)) {
@@ -108,8 +104,7 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
       AddGrad(layer.weight, gw);
     }
     if (layer.bias >= 0) {
-      BiasBackward(layer.name + ".conv_bias_grad_" + shape, static_cast<double>(o.elements()),
-                   layer.bias, gy);
+      BiasBackward(layer.name + ".conv_bias_grad_" + shape, D(o.elements()), layer.bias, gy);
     }
   };
   Record(std::move(entry));

@@ -20,16 +20,13 @@ namespace {
 constexpr uint64_t kMaxLookupsWithoutSort = 3072;
 constexpr int kRadixSortPasses = 8;  // 64-bit keys, 8 bits a pass
 
-KernelAccess R(int tensor) { return {tensor, AccessType::kRead}; }
-KernelAccess W(int tensor) { return {tensor, AccessType::kWrite}; }
-
 }  // namespace
 
 int TrainingGraph::EmbeddingDenseBackward(const EmbeddingLayer& layer, int ids, uint64_t count,
                                           int gy) {
   const std::string shape = absl::StrCat(count, "x", layer.dim);
   const std::string name = layer.name + ".embedding_bwd";
-  const double row_flops = static_cast<double>(count * layer.dim);
+  const double row_flops = D(count * layer.dim);
   const int gw = Grad(layer.weight, Bytes(layer.weight));
   if (count <= kMaxLookupsWithoutSort) {
     Kernel(name + "_zero_" + shape, 0, false, {W(gw)});

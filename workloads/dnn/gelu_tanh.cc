@@ -14,15 +14,8 @@
 #include "workloads/dnn/training_graph.h"
 
 namespace umlab {
-namespace {
-
-KernelAccess R(int tensor) { return {tensor, AccessType::kRead}; }
-KernelAccess W(int tensor) { return {tensor, AccessType::kWrite}; }
-
-}  // namespace
-
 int TrainingGraph::GeluTanhComposed(int x, const std::string& name, uint64_t elements) {
-  const double n = static_cast<double>(elements);
+  const double n = D(elements);
   const std::string size = absl::StrCat(elements);
   // One elementwise kernel of `inputs` into a new tensor.
   auto op = [&](const std::string& what, std::vector<int> inputs, bool requires_grad) {

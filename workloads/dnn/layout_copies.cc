@@ -10,13 +10,6 @@
 #include "workloads/dnn/training_graph.h"
 
 namespace umlab {
-namespace {
-
-KernelAccess R(int tensor) { return {tensor, AccessType::kRead}; }
-KernelAccess W(int tensor) { return {tensor, AccessType::kWrite}; }
-
-}  // namespace
-
 int TrainingGraph::Contiguous(int x, const std::string& name) {
   const uint64_t elements = Bytes(x) / element_;
   const int y = Activation(name + ".contiguous", elements, RequiresGrad(x));
@@ -36,11 +29,11 @@ int TrainingGraph::Contiguous(int x, const std::string& name) {
 int TrainingGraph::AddBiasInPlace(int y, int bias, const std::string& name) {
   const uint64_t elements = Bytes(y) / element_;
   const std::string size = absl::StrCat(elements);
-  Kernel(name + ".bias_add_" + size, static_cast<double>(elements), false,
+  Kernel(name + ".bias_add_" + size, D(elements), false,
          {R(y), R(bias), W(y)});
   TapeEntry entry{{y}, {}, nullptr};
   entry.backward = [this, y, bias, name, size, elements](const std::vector<int>& g) {
-    BiasBackward(name + ".bias_grad_" + size, static_cast<double>(elements), bias, g[0]);
+    BiasBackward(name + ".bias_grad_" + size, D(elements), bias, g[0]);
     ++handles_[g[0]].refs;
     AddGrad(y, g[0]);
   };

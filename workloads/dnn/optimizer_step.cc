@@ -28,8 +28,6 @@
 namespace umlab {
 namespace {
 
-double D(uint64_t value) { return static_cast<double>(value); }
-
 KernelAccess Range(int tensor, AccessType access, uint64_t offset, uint64_t size) {
   KernelAccess a{tensor, access};
   a.offset = offset;

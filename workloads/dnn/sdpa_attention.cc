@@ -19,14 +19,6 @@
 #include "workloads/dnn/training_graph.h"
 
 namespace umlab {
-namespace {
-
-KernelAccess R(int tensor) { return {tensor, AccessType::kRead}; }
-KernelAccess W(int tensor) { return {tensor, AccessType::kWrite}; }
-double D(uint64_t value) { return static_cast<double>(value); }
-
-}  // namespace
-
 int TrainingGraph::SdpaAttention(const std::string& name, const AttentionShape& s, int q, int k,
                                  int v) {
   const bool fused = k < 0;

@@ -11,10 +11,6 @@ namespace {
 constexpr AccessType kRead = AccessType::kRead;
 constexpr AccessType kWrite = AccessType::kWrite;
 
-KernelAccess R(int tensor) { return {tensor, kRead}; }
-KernelAccess W(int tensor) { return {tensor, kWrite}; }
-
-double D(uint64_t value) { return static_cast<double>(value); }
 
 }  // namespace
 
@@ -95,8 +91,9 @@ TrainingOptions TrainingOptionsFromParams(const ParamMap& params, bool attention
 }
 
 std::string FormatParameterCount(uint64_t parameters) {
-  if (parameters >= 1'000'000'000) return absl::StrFormat("%.3f B", D(parameters) / 1e9);
-  return absl::StrFormat("%.1f M", D(parameters) / 1e6);
+  const double count = static_cast<double>(parameters);
+  if (parameters >= 1'000'000'000) return absl::StrFormat("%.3f B", count / 1e9);
+  return absl::StrFormat("%.1f M", count / 1e6);
 }
 
 TrainingGraph::TrainingGraph(TensorProgram& program, const ComputeSpec& spec,

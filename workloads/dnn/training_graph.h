@@ -222,6 +222,12 @@ class TrainingGraph {
   TensorProgramBuilder& builder() { return build_; }
 
  private:
+  // Shorthands for the layer builders, in every file that defines one:
+  // whole-tensor reads and writes, and a count as a double for FLOPs.
+  static KernelAccess R(int tensor) { return {tensor, AccessType::kRead}; }
+  static KernelAccess W(int tensor) { return {tensor, AccessType::kWrite}; }
+  static double D(uint64_t value) { return static_cast<double>(value); }
+
   struct Handle {
     int refs = 0;           // handles + saved references
     bool requires_grad = false;

@@ -21,7 +21,6 @@ struct ObserverState {
   ExecutionIdTable table;
   ExecutionIdTable tensor_table;
   std::vector<uint32_t> tensor_sequence;
-  std::vector<uint8_t> tensor_scratch;
   // Each kernel's parameters (offset, size), asked of the driver once.
   absl::flat_hash_map<CUfunction, std::vector<std::pair<size_t, size_t>>> layouts;
   std::vector<uint32_t> sequence;
@@ -46,8 +45,9 @@ thread_local uint64_t launching = 0;
 thread_local uint32_t runtime_correlation = 0;
 
 // Where `function`'s parameters lie in its argument buffer (offset, size),
-// or an empty list where the driver cannot say (CUDA before 12.4). The runtime launches through context-independent
-// kernels (CUkernel) passed where a CUfunction goes, which
+// or an empty list where the driver cannot say (CUDA before 12.4). The
+// runtime launches through context-independent kernels (CUkernel) passed
+// where a CUfunction goes, which
 // cuFuncGetParamInfo rejects: those are asked of cuKernelGetParamInfo (run
 // 14: every runtime launch of a PyTorch training was one).
 const std::vector<std::pair<size_t, size_t>>& LayoutOf(CUfunction function) {
@@ -110,20 +110,17 @@ uint64_t Observe(const char* name, CUfunction function, const std::array<uint32_
   state->sequence.push_back(state->table.IdOf(launch));
   // The same launch named by its tensors: the 8-byte-aligned argument
   // words that point into live managed memory.
-  std::vector<uint8_t>& tensors = state->tensor_scratch;
-  tensors.clear();
   std::vector<uint64_t>& words = state->word_scratch;
   words.clear();
   const absl::Span<const uint8_t> bytes = launch.argument_bytes;
   for (size_t offset = 0; offset + 8 <= bytes.size(); offset += 8) {
     uint64_t word = 0;
     std::memcpy(&word, bytes.data() + offset, 8);
-    if (InManagedSegment(word)) {
-      tensors.insert(tensors.end(), bytes.data() + offset, bytes.data() + offset + 8);
-      words.push_back(word);
-    }
+    if (InManagedSegment(word)) words.push_back(word);
   }
-  launch.argument_bytes = tensors;
+  // The words' own bytes, as they sat in the argument buffer.
+  launch.argument_bytes = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(words.data()),
+                                              words.size() * sizeof(uint64_t));
   state->tensor_sequence.push_back(state->tensor_table.IdOf(launch));
   state->correlations.emplace_back(correlation, runtime_correlation);
   ++state->counts.launches;

@@ -6,13 +6,6 @@
 #include "absl/strings/str_format.h"
 
 namespace umlab {
-namespace {
-
-constexpr AccessType kRead = AccessType::kRead;
-constexpr AccessType kWrite = AccessType::kWrite;
-
-
-}  // namespace
 
 const char* PrecisionName(Precision precision) {
   switch (precision) {
@@ -527,7 +520,7 @@ void TrainingGraph::RecordSum(int output, int a, int b) {
 int TrainingGraph::Embedding(const EmbeddingLayer& layer, int ids, uint64_t count,
                              KernelAccess rows) {
   rows.tensor = layer.weight;
-  rows.access = kRead;
+  rows.access = AccessType::kRead;
   const int y = Activation(layer.name + ".out", count * layer.dim);
   const std::string shape = absl::StrCat(count, "x", layer.dim);
   Kernel(layer.name + ".embedding_fwd_" + shape, 0, false, {R(ids), rows, W(y)});

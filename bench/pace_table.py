@@ -21,17 +21,30 @@ def read_kernels(path):
         return list(csv.DictReader(f))
 
 
+def is_steady(iteration):
+    """An iteration at capacity 1.0 is steady once nothing faults in it. The
+    first iteration first-touches everything, and a later one can still
+    fault where the caching allocator grows its pool (the zoo's
+    transformers reserve one more segment in iteration 2 once Adam's state
+    is live, as PyTorch's allocator does)."""
+    return not iteration.get("faults")
+
+
 def steady_pace(rows, run):
-    """Sums over the steady iterations (all but the first): time, compute,
-    gaps between kernels, kernels. The last iteration ends at the last
-    kernel's end and each starts at a kernel's begin, so the bounds are
+    """Sums over the steady iterations: time, compute, gaps between kernels,
+    kernels, and how many iterations that was. The last iteration ends at the
+    last kernel's end and each starts at a kernel's begin, so the bounds are
     found walking back from there."""
     times = [it["time_ns"] for it in run["per_iteration"]]
     bounds = [int(rows[-1]["end_ns"]) + 1]
     for t in reversed(times):
         bounds.insert(0, bounds[0] - t)
     total = [0, 0, 0, 0]
+    steady = 0
     for i in range(1, len(times)):
+        if not is_steady(run["per_iteration"][i]):
+            continue
+        steady += 1
         ks = [k for k in range(len(rows)) if bounds[i] <= int(rows[k]["begin_ns"]) < bounds[i + 1]]
         if not ks:
             continue
@@ -40,7 +53,7 @@ def steady_pace(rows, run):
         total[1] += sum(int(rows[k]["compute_ns"]) for k in ks)
         total[2] += sum(int(rows[k]["begin_ns"]) - int(rows[k - 1]["end_ns"]) for k in following)
         total[3] += len(ks)
-    return total, len(times) - 1
+    return total, steady
 
 
 def main():
@@ -48,7 +61,7 @@ def main():
         sys.exit(__doc__)
     directory = sys.argv[1]
     period = float(sys.argv[2]) * 1e3 if len(sys.argv) == 3 else None
-    header = "| workload | policy | steady ms | compute ms | gaps ms | kernels | vs compute + gaps |"
+    header = "| workload | policy | steady iterations | steady ms | compute ms | gaps ms | kernels | vs compute + gaps |"
     if period:
         header += " vs compute + kernels x grid period |"
     print(header)
@@ -58,7 +71,10 @@ def main():
         with open(os.path.join(directory, f"full_{workload}.json")) as f:
             run = json.load(f)["runs"][-1]
         (time, compute, gaps, kernels), n = steady_pace(read_kernels(log), run)
-        line = (f"| {workload} | {run['policy']} | {time / n / 1e6:.3f} | {compute / n / 1e6:.3f} | "
+        if n == 0:
+            sys.exit(f"{workload}: no iteration ran without faults; run more iterations "
+                     "(--workload-arg iterations=N)")
+        line = (f"| {workload} | {run['policy']} | {n} | {time / n / 1e6:.3f} | {compute / n / 1e6:.3f} | "
                 f"{gaps / n / 1e6:.3f} | {kernels / n:.0f} | {time / (compute + gaps):.3f}x |")
         if period:
             line += f" {time / (compute + kernels * period):.3f}x |"

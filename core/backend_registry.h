@@ -19,6 +19,9 @@ struct BackendTraits {
   // handlers, no wall-clock throttle, no device. A real-time backend run
   // beside another would see its timing (and so its results) disturbed.
   bool parallel_runs = false;
+  // Whether it models a storage tier behind the device (DeviceConfig's
+  // link.storage); runs on a device with one are refused elsewhere.
+  bool storage_tier = false;
 };
 
 // A factory gets the device model and the device capacity in 2 MB frames

@@ -12,6 +12,17 @@
 
 namespace umlab {
 
+// Storage behind the device (G10's SSD): reached over the same PCIe fabric
+// as host memory, so its transfers share the link's bandwidth, each also
+// limited by the drive's own bandwidth and paying its latency.
+struct StorageConfig {
+  bool present = false;
+  double read_bytes_per_second = 3.2e9;   // storage -> device
+  double write_bytes_per_second = 3.0e9;  // device -> storage
+  Nanos read_latency_ns = 20000;
+  Nanos write_latency_ns = 16000;
+};
+
 struct LinkConfig {
   double h2d_bytes_per_second = 15.754e9;  // PCIe 3 x16, per direction
   double d2h_bytes_per_second = 15.754e9;
@@ -24,6 +35,7 @@ struct LinkConfig {
   // thing at a time per address space: its fault and prefetch paths hold the
   // space's lock for a whole migration, the eviction it needs included.
   bool full_duplex = true;
+  StorageConfig storage = {};
 };
 
 struct DeviceConfig {
@@ -43,6 +55,9 @@ struct DeviceConfig {
   // access behind compute (the cuda backend's replay kernel runs the same
   // number).
   int warps_per_sm = 1;
+  // Host memory that evicted data may fill before evictions go to storage
+  // (G10's CPU memory line); 0: unlimited. Only meaningful with storage.
+  uint64_t host_memory_bytes = 0;
 
   // Everything that issues accesses concurrently.
   int access_streams() const { return compute.sm_count * warps_per_sm; }

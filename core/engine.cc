@@ -50,13 +50,23 @@ constexpr int kFruitlessBatchLimit = 1000;
 
 }  // namespace
 
+EngineConfig EngineConfigFor(const DeviceConfig& device) {
+  EngineConfig config;
+  config.batch_size = device.fault_batch_size;
+  config.fault_latency_ns = device.fault_latency_ns;
+  config.host_capacity_pages = device.host_memory_bytes / kPageSize;
+  config.has_storage = device.link.storage.present;
+  return config;
+}
+
 Engine::Engine(Backend& backend, Policy& policy, uint64_t capacity_frames,
                const EngineConfig& config)
     : backend_(backend),
       policy_(policy),
       config_(config),
       unlimited_(policy.UnlimitedCapacity()),
-      memory_(policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames) {
+      memory_(policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames,
+              config.has_storage ? config.host_capacity_pages : 0, config.has_storage) {
   config_.batch_size = std::max(1, config_.batch_size);
   raw_batch_.resize(config_.batch_size);
   policy_.Bind(this);
@@ -108,7 +118,9 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
       ForEachBlockRange(event.address, event.size, false,
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
-                          block.invalid |= pages & ~block.resident & ~block.in_flight;
+                          const PageMask fresh = pages & ~block.resident & ~block.in_flight;
+                          block.invalid |= fresh;
+                          memory_.ForgetCopies(block, fresh);
                           ChangePages(block, [&] { block.inactive &= ~pages; });
                         });
       break;
@@ -130,6 +142,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                             });
                           }
                           block.invalid |= pages & ~block.in_flight;
+                          memory_.ForgetCopies(block, pages);
                           if (block.has_frame && block.resident.none() &&
                               block.in_flight.none() && block.transfers_in_flight == 0) {
                             memory_.ReleaseFrame(block);
@@ -403,13 +416,26 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   transfer.kind = TransferKind::kEviction;
   transfer.block = victim.number;
   transfer.pages = pages;
-  transfer.copy = pages & use.dirty & ~drop;
+  // Behind a storage tier migrations move the data (as G10 does), so every
+  // page kept is written back; otherwise the host's copy of a clean page is
+  // still good.
+  transfer.copy = pages & ~drop & (memory_.has_storage() ? pages : use.dirty);
   transfer.not_before = backend_.Now();
+  if (memory_.has_storage() && transfer.copy.any() &&
+      (policy_.EvictTo(victim) == MemoryTier::kStorage ||
+       memory_.HostFull((transfer.copy & ~victim.on_host).count()))) {
+    transfer.storage = transfer.copy;
+  }
 
   stats_.invalidated_bytes += MaskBytes(drop);
   stats_.d2h_bytes += transfer.copy_bytes();
+  stats_.storage_write_bytes += transfer.storage_bytes();
 
   victim.invalid |= drop;
+  memory_.ForgetCopies(victim, drop);
+  memory_.PlaceCopies(victim, transfer.copy,
+                      transfer.storage.any() ? MemoryTier::kStorage : MemoryTier::kHost);
+  NoteTierPeaks();
   victim.transfers_in_flight += 1;
   victim.last_eviction = transfer.id;
   ReleaseResidency(victim, use);
@@ -451,6 +477,9 @@ void Engine::OnDeviceEvicted(BlockNumber number) {
   const PageMask pages = block->resident;
   stats_.device_evictions += 1;
   ReleaseResidency(*block, backend_.QueryUse(number));
+  // The driver writes back every page it evicts, to the host.
+  memory_.PlaceCopies(*block, pages, MemoryTier::kHost);
+  NoteTierPeaks();
   Record(EventKind::kEvict, number, MaskBytes(pages), 0);
   Notify([&](EngineObserver& o) { o.OnDeviceEvicted(number, MaskBytes(pages), backend_.Now()); });
   policy_.OnEvicted(number, pages);
@@ -471,6 +500,8 @@ void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
   // the evicted ones go, and the block keeps its frame for the rest.
   stats_.device_evictions += 1;
   ReleasePages(*block, gone, backend_.QueryUse(number));
+  memory_.PlaceCopies(*block, gone, MemoryTier::kHost);
+  NoteTierPeaks();
   Record(EventKind::kEvict, number, MaskBytes(gone), 0);
   Notify([&](EngineObserver& o) { o.OnDeviceEvicted(number, MaskBytes(gone), backend_.Now()); });
   policy_.OnEvicted(number, gone);
@@ -480,7 +511,9 @@ void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
 void Engine::OnDevicePagesDiscarded(BlockNumber number, const PageMask& pages) {
   OnDevicePagesEvicted(number, pages);
   if (BlockState* block = memory_.FindMutable(number); block != nullptr) {
-    block->invalid |= pages & ~block->resident & ~block->in_flight;
+    const PageMask gone = pages & ~block->resident & ~block->in_flight;
+    block->invalid |= gone;
+    memory_.ForgetCopies(*block, gone);
   }
 }
 
@@ -503,6 +536,10 @@ TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
   transfer.block = block.number;
   transfer.pages = pages;
   transfer.copy = pages & ~block.invalid;
+  transfer.storage = transfer.copy & block.in_storage;
+  // Behind a storage tier the data moves, and the tier it came from is
+  // free again (G10's host line counts what is not on the device).
+  if (memory_.has_storage()) memory_.ForgetCopies(block, pages);
   transfer.not_before = kind == TransferKind::kFaultMigration
                             ? batch_start_ns_ + config_.fault_latency_ns
                             : backend_.Now();
@@ -510,6 +547,7 @@ TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
 
   const PageMask copied_prefetch = transfer.copy & prefetched;
   stats_.h2d_bytes += transfer.copy_bytes();
+  stats_.storage_read_bytes += transfer.storage_bytes();
   stats_.prefetch_bytes += MaskBytes(copied_prefetch);
   stats_.fault_migrated_bytes += transfer.copy_bytes() - MaskBytes(copied_prefetch);
   stats_.zero_filled_bytes += MaskBytes(pages & block.invalid);
@@ -604,6 +642,12 @@ void Engine::PumpPrefetches() {
   }
 }
 
+void Engine::NoteTierPeaks() {
+  stats_.peak_host_bytes = std::max(stats_.peak_host_bytes, memory_.host_pages() * kPageSize);
+  stats_.peak_storage_bytes =
+      std::max(stats_.peak_storage_bytes, memory_.storage_pages() * kPageSize);
+}
+
 void Engine::NoteFreeSpace() {
   const uint64_t free = memory_.free_frames();
   if (free == last_free_frames_) return;
@@ -626,7 +670,7 @@ void Engine::Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t c
 // Invariants.
 
 absl::Status Engine::CheckInvariants() const {
-  uint64_t frames = 0;
+  uint64_t frames = 0, host_pages = 0, storage_pages = 0;
   for (const BlockState& block : memory_.blocks()) {
     if ((block.resident & block.invalid).any()) {
       return absl::InternalError(absl::StrFormat(
@@ -641,7 +685,20 @@ absl::Status Engine::CheckInvariants() const {
       return absl::InternalError(absl::StrFormat(
           "block %#x holds pages without a frame", block.number * kBlockSize));
     }
+    if ((block.on_host & block.in_storage).any() ||
+        ((block.on_host | block.in_storage) & block.invalid).any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x has a page copied to both tiers, or a copy of a page with no data",
+          block.number * kBlockSize));
+    }
+    host_pages += block.on_host.count();
+    storage_pages += block.in_storage.count();
     if (block.has_frame) ++frames;
+  }
+  if (host_pages != memory_.host_pages() || storage_pages != memory_.storage_pages()) {
+    return absl::InternalError(absl::StrFormat(
+        "tier totals drifted: %d host and %d storage pages kept, but %d and %d held",
+        memory_.host_pages(), memory_.storage_pages(), host_pages, storage_pages));
   }
   if (frames != memory_.used_frames()) {
     return absl::InternalError(absl::StrFormat("frame count %d, but %d blocks hold frames",

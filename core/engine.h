@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/backend.h"
+#include "core/device_config.h"
 #include "core/engine_observer.h"
 #include "core/event.h"
 #include "core/event_sink.h"
@@ -53,9 +54,18 @@ struct EngineConfig {
   // Prefetch migrations in flight at once. Bounds how far prefetching can run
   // ahead of the fault path and keeps frames from being claimed too early.
   int prefetch_inflight_limit = 4;
+  // The tiers behind the device (DeviceConfig): the host's line for
+  // written-back data, in pages (0: none), and whether storage takes what
+  // crosses it.
+  uint64_t host_capacity_pages = 0;
+  bool has_storage = false;
   // Check the invariants after every engine step (tests turn this on).
   bool check_invariants = false;
 };
+
+// The engine's settings that come from the device: its fault batch and
+// latency, and the tiers behind it. The rest stay at their defaults.
+EngineConfig EngineConfigFor(const DeviceConfig& device);
 
 class Engine final : public TransferListener, private PolicyContext {
  public:
@@ -167,6 +177,8 @@ class Engine final : public TransferListener, private PolicyContext {
   void BeginIteration(uint64_t index);
   void CloseIteration();
   void NoteFreeSpace();
+  // Keeps the peaks of the host's and storage's written-back data.
+  void NoteTierPeaks();
   void Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t cause);
   void MaybeCheckInvariants();
   // Tells every observer; fn(observer).

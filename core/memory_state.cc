@@ -52,6 +52,25 @@ void MemoryState::LinkYoungest(uint32_t index) {
   youngest_ = index;
 }
 
+void MemoryState::PlaceCopies(BlockState& block, const PageMask& pages, MemoryTier tier) {
+  ForgetCopies(block, pages);
+  if (tier == MemoryTier::kHost) {
+    block.on_host |= pages;
+    host_pages_ += pages.count();
+  } else {
+    block.in_storage |= pages;
+    storage_pages_ += pages.count();
+  }
+}
+
+void MemoryState::ForgetCopies(BlockState& block, const PageMask& pages) {
+  const PageMask host = block.on_host & pages, storage = block.in_storage & pages;
+  host_pages_ -= host.count();
+  storage_pages_ -= storage.count();
+  block.on_host &= ~host;
+  block.in_storage &= ~storage;
+}
+
 void MemoryState::ClaimFrame(BlockState& block, Nanos now) {
   block.has_frame = true;
   ++used_frames_;

@@ -12,6 +12,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "core/block_index.h"
+#include "core/memory_tier.h"
 #include "core/memory_units.h"
 #include "core/page_mask.h"
 #include "core/transfer.h"
@@ -25,6 +26,12 @@ struct BlockState {
   PageMask inactive;           // the allocator says the bytes are free
   PageMask invalid;            // no valid copy anywhere: populating zero-fills
   PageMask prefetched;         // made resident by a prefetch this residency
+  // Where written-back copies are (MemoryState::PlaceCopies): at most one
+  // tier per page. Without storage a clean page keeps its host copy while
+  // resident, so evicting it again needs no write-back; behind a storage
+  // tier a migration moves the page and releases its copy.
+  PageMask on_host;
+  PageMask in_storage;
   bool has_frame = false;      // holds a 2 MB device frame
   bool pinned = false;         // a policy forbids evicting it
   Nanos last_migrated_ns = -1; // when a migration into it last started
@@ -49,6 +56,17 @@ class MemoryView {
     return used_frames() >= capacity_frames() ? 0 : capacity_frames() - used_frames();
   }
 
+  // The tiers behind the device, in pages: written-back copies held there,
+  // and the host's line before evictions go to storage (0: no line).
+  virtual uint64_t host_pages() const = 0;
+  virtual uint64_t storage_pages() const = 0;
+  virtual uint64_t host_capacity_pages() const = 0;
+  virtual bool has_storage() const = 0;
+  // Whether `pages` more copies would cross the host's line.
+  bool HostFull(uint64_t pages) const {
+    return host_capacity_pages() != 0 && host_pages() + pages > host_capacity_pages();
+  }
+
   // Blocks holding frames, least recently migrated first, until `visit`
   // returns false.
   virtual void ForEachByMigrationAge(
@@ -63,13 +81,28 @@ class MemoryView {
 
 class MemoryState : public MemoryView {
  public:
-  explicit MemoryState(uint64_t capacity_frames) : capacity_frames_(capacity_frames) {}
+  explicit MemoryState(uint64_t capacity_frames, uint64_t host_capacity_pages = 0,
+                       bool has_storage = false)
+      : capacity_frames_(capacity_frames),
+        host_capacity_pages_(host_capacity_pages),
+        has_storage_(has_storage) {}
 
   const BlockState* Find(BlockNumber block) const override;
   uint64_t capacity_frames() const override { return capacity_frames_; }
   uint64_t used_frames() const override { return used_frames_; }
   void ForEachByMigrationAge(
       absl::FunctionRef<bool(const BlockState&)> visit) const override;
+  uint64_t host_pages() const override { return host_pages_; }
+  uint64_t storage_pages() const override { return storage_pages_; }
+  uint64_t host_capacity_pages() const override { return host_capacity_pages_; }
+  bool has_storage() const override { return has_storage_; }
+
+  // `pages` were written back to `tier`: their copy is there now, and no
+  // longer in the other tier.
+  void PlaceCopies(BlockState& block, const PageMask& pages, MemoryTier tier);
+  // `pages` hold no data any more (freed, or dropped without write-back):
+  // their copies are released wherever they were.
+  void ForgetCopies(BlockState& block, const PageMask& pages);
 
   // Finds or creates the record of a block.
   BlockState& Get(BlockNumber block);
@@ -95,6 +128,10 @@ class MemoryState : public MemoryView {
   static constexpr uint32_t kNone = UINT32_MAX;
   uint64_t capacity_frames_;
   uint64_t used_frames_ = 0;
+  uint64_t host_capacity_pages_;
+  bool has_storage_;
+  uint64_t host_pages_ = 0;
+  uint64_t storage_pages_ = 0;
   std::vector<BlockState> blocks_;
   BlockIndex index_;
   // Doubly linked migration order over blocks with frames, by index.

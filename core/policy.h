@@ -6,6 +6,7 @@
 //   - which extra pages to bring with a fault (ExpandFault),
 //   - which block to evict when a frame is needed (ChooseVictim),
 //   - which pages of a victim to drop instead of writing back (PagesToDrop),
+//   - where a victim's pages go, host memory or storage (EvictTo),
 //   - what to prefetch and pre-evict ahead of need (through PolicyContext).
 // Policies depend on core only, never on a backend.
 #ifndef UMLAB_CORE_POLICY_H_
@@ -106,6 +107,12 @@ class Policy {
   virtual std::optional<BlockNumber> ChooseVictim(const VictimQuery& query);
   // Pages of a victim to drop instead of writing back. Default: none.
   virtual PageMask PagesToDrop(const BlockState& /*victim*/) { return PageMask(); }
+  // Where a victim's written-back pages go, on a device with storage behind
+  // it. The host takes them only below its line (MemoryView::HostFull);
+  // past it the engine sends them to storage whatever the answer. Default:
+  // the host, so evictions spill to storage once the host is full, as G10's
+  // base UVM does.
+  virtual MemoryTier EvictTo(const BlockState& /*victim*/) { return MemoryTier::kHost; }
   // True for the `ideal` bound: the engine then never runs out of frames.
   virtual bool UnlimitedCapacity() const { return false; }
 

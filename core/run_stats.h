@@ -48,6 +48,13 @@ struct RunStats {
   uint64_t zero_filled_bytes = 0;     // populated without a copy (no valid data anywhere)
   uint64_t evicted_bytes = 0;         // resident bytes removed by eviction
   uint64_t invalidated_bytes = 0;     // dropped without write-back
+  // The storage tier (a device with storage behind it): the part of h2d
+  // read from storage, the part of d2h written to it, and the most data the
+  // host and storage held at once as written-back copies.
+  uint64_t storage_read_bytes = 0;
+  uint64_t storage_write_bytes = 0;
+  uint64_t peak_host_bytes = 0;
+  uint64_t peak_storage_bytes = 0;
   uint64_t evictions = 0;             // blocks evicted, pre-evictions included
   // Of those, blocks the device evicted by itself (the real driver under
   // real oversubscription); the rest the engine chose.

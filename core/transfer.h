@@ -27,6 +27,9 @@ struct Transfer {
   // pages with no valid copy anywhere are zero-filled on the device instead.
   // Evictions: the dirty pages; the rest are dropped.
   PageMask copy;
+  // The subset of `copy` that comes from, or goes to, storage rather than
+  // host memory (DeviceConfig's storage tier).
+  PageMask storage;
   // Do not start before this time (the modelled fault-handling latency).
   Nanos not_before = 0;
   // Id of a transfer that must finish first (0: none), e.g. the eviction
@@ -34,6 +37,7 @@ struct Transfer {
   TransferId after = 0;
 
   uint64_t copy_bytes() const { return MaskBytes(copy); }
+  uint64_t storage_bytes() const { return MaskBytes(storage); }
 };
 
 }  // namespace umlab

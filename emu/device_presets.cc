@@ -74,6 +74,25 @@ UMLAB_REGISTER_DEVICE(
          .warps_per_sm = 8,
      }});
 
+UMLAB_REGISTER_DEVICE(
+    g10_a100,
+    {"g10-a100",
+     "G10's simulated A100 (G10, Table 2): 128 GiB host line, then an SSD; use "
+     "--capacity=40GiB for G10's 40 GB GPU",
+     DeviceConfig{
+         // PCIe 15.754 GB/s per direction with 5 us per transfer (G10's
+         // example.config PCIe_latency_us), host and SSD sharing it.
+         .link = {15.754e9, 15.754e9, 5000, 0, /*full_duplex=*/true,
+                  // Z-NAND SSD, G10 Table 2: 3.2/3.0 GB/s, 20/16 us. (The
+                  // artifact's example.config has one 3.2 GB/s for both
+                  // directions and a 12 us read; docs/devices.md.)
+                  StorageConfig{true, 3.2e9, 3.0e9, 20000, 16000}},
+         .compute = {19.5e12, 312e12, 1555e9, 108},  // NVIDIA's A100 figures
+         .fault_latency_ns = 45000,                  // G10 Table 2
+         // G10's CPU_memory_line_GB, counted in GiB as its simulator does.
+         .host_memory_bytes = 128ull << 30,
+     }});
+
 namespace {
 
 std::string Number(double value) { return absl::StrFormat("%g", value); }
@@ -132,6 +151,19 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "a kernel's grid start-up and wind-down beyond its compute, us", kMicros},
       {"warps", ParamType::kInt, Number(c.warps_per_sm),
        "warps per SM issuing accesses, each stalling alone on a fault", ParamRange::Closed(1, 64)},
+      {"ssd", ParamType::kBool, c.link.storage.present ? "true" : "false",
+       "storage behind the device: evictions past the host's line go to it (sim backend only)"},
+      {"host_gib", ParamType::kDouble, Number(static_cast<double>(c.host_memory_bytes) / (1ull << 30)),
+       "with ssd: host memory for evicted data before evictions go to storage, GiB (0: no line)",
+       ParamRange::Closed(0, 1e9)},
+      {"ssd_read_gbps", ParamType::kDouble, Number(c.link.storage.read_bytes_per_second / 1e9),
+       "with ssd: storage-to-device bandwidth, GB/s (the link's still caps it)", kRate},
+      {"ssd_write_gbps", ParamType::kDouble, Number(c.link.storage.write_bytes_per_second / 1e9),
+       "with ssd: device-to-storage bandwidth, GB/s", kRate},
+      {"ssd_read_us", ParamType::kDouble, Number(c.link.storage.read_latency_ns / 1e3),
+       "with ssd: storage read latency per transfer, us", kMicros},
+      {"ssd_write_us", ParamType::kDouble, Number(c.link.storage.write_latency_ns / 1e3),
+       "with ssd: storage write latency per transfer, us", kMicros},
   };
 }
 
@@ -157,6 +189,12 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.kernel_launch_ns = std::llround(params->Double("launch_us") * 1e3);
   c.kernel_grid_ns = std::llround(params->Double("grid_us") * 1e3);
   c.warps_per_sm = static_cast<int>(params->Int("warps"));
+  c.link.storage.present = params->Bool("ssd");
+  c.host_memory_bytes = static_cast<uint64_t>(std::llround(params->Double("host_gib") * (1ull << 30)));
+  c.link.storage.read_bytes_per_second = params->Double("ssd_read_gbps") * 1e9;
+  c.link.storage.write_bytes_per_second = params->Double("ssd_write_gbps") * 1e9;
+  c.link.storage.read_latency_ns = std::llround(params->Double("ssd_read_us") * 1e3);
+  c.link.storage.write_latency_ns = std::llround(params->Double("ssd_write_us") * 1e3);
   return c;
 }
 

@@ -7,15 +7,31 @@ namespace umlab {
 
 PcieLink::PcieLink(const LinkConfig& config) : config_(config) {}
 
-Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room) const {
-  const double bandwidth = direction == LinkDirection::kHostToDevice
-                               ? config_.h2d_bytes_per_second
-                               : config_.d2h_bytes_per_second;
-  const Nanos overhead = direction == LinkDirection::kDeviceToHost && evicts_for_room
-                             ? config_.eviction_overhead_ns
-                             : 0;
-  return config_.latency_ns + overhead +
+Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room,
+                         bool via_storage, bool storage_busy) const {
+  const bool to_device = direction == LinkDirection::kHostToDevice;
+  const double link = to_device ? config_.h2d_bytes_per_second : config_.d2h_bytes_per_second;
+  const StorageConfig& storage = config_.storage;
+  const double drive =
+      to_device ? storage.read_bytes_per_second : storage.write_bytes_per_second;
+  double bandwidth = link;
+  Nanos latency = config_.latency_ns;
+  if (via_storage) {
+    bandwidth = std::min(link, drive);
+    latency += to_device ? storage.read_latency_ns : storage.write_latency_ns;
+  } else if (storage_busy) {
+    // What the drive leaves of the link, and never less than a tenth of it.
+    bandwidth = std::max(link - drive, link / 10);
+  }
+  const Nanos overhead = !to_device && evicts_for_room ? config_.eviction_overhead_ns : 0;
+  return latency + overhead +
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
+}
+
+int PcieLink::LaneOf(const LinkTransfer& transfer) const {
+  if (!config_.full_duplex) return 0;
+  const int direction = static_cast<int>(transfer.direction);
+  return transfer.storage_bytes > 0 && config_.storage.present ? 2 + direction : direction;
 }
 
 void PcieLink::Submit(const LinkTransfer& transfer, Nanos now) {
@@ -32,23 +48,26 @@ void PcieLink::Enqueue(const LinkTransfer& transfer, Nanos now) {
     instant_.emplace_back(std::max(now, transfer.ready_ns), transfer.id);
     return;
   }
-  // Half duplex: both directions wait in one lane, by priority.
-  Lane& lane = lanes_[config_.full_duplex ? static_cast<int>(transfer.direction) : 0];
+  const int lane = LaneOf(transfer);
   LinkTransfer queued = transfer;
   queued.ready_ns = std::max(now, transfer.ready_ns);
-  lane.waiting[static_cast<int>(transfer.priority)].push_back(queued);
+  lanes_[lane].waiting[static_cast<int>(transfer.priority)].push_back(queued);
   StartNext(lane, now);
 }
 
-void PcieLink::StartNext(Lane& lane, Nanos now) {
+void PcieLink::StartNext(int lane_index, Nanos now) {
+  Lane& lane = lanes_[lane_index];
   if (lane.active) return;
   for (auto& queue : lane.waiting) {
     if (queue.empty() || queue.front().ready_ns > now) continue;
     lane.current = queue.front();
     queue.pop_front();
     lane.active = true;
-    const Nanos duration =
-        Duration(lane.current.direction, lane.current.bytes, lane.current.evicts_for_room);
+    const bool via_storage = lane.current.storage_bytes > 0 && config_.storage.present;
+    // A host lane beside the busy storage lane of its direction (full duplex).
+    const bool storage_busy = lane_index < 2 && config_.full_duplex && lanes_[2 + lane_index].active;
+    const Nanos duration = Duration(lane.current.direction, lane.current.bytes,
+                                    lane.current.evicts_for_room, via_storage, storage_busy);
     lane.end_ns = now + duration;
     bytes_moved_[static_cast<int>(lane.current.direction)] += lane.current.bytes;
     busy_ns_[static_cast<int>(lane.current.direction)] += duration;
@@ -66,7 +85,8 @@ Nanos PcieLink::LaneNextEvent(const Lane& lane) const {
 }
 
 Nanos PcieLink::NextEventTime() const {
-  Nanos next = std::min(LaneNextEvent(lanes_[0]), LaneNextEvent(lanes_[1]));
+  Nanos next = kNever;
+  for (const Lane& lane : lanes_) next = std::min(next, LaneNextEvent(lane));
   for (const auto& [time, id] : instant_) next = std::min(next, time);
   return next;
 }
@@ -105,10 +125,10 @@ void PcieLink::ProcessEventsAt(Nanos now, std::vector<TransferId>& completed) {
         progress = true;
       }
     }
-    for (Lane& lane : lanes_) {
-      const bool was_active = lane.active;
-      StartNext(lane, now);
-      if (!was_active && lane.active) progress = true;
+    for (int index = 0; index < static_cast<int>(lanes_.size()); ++index) {
+      const bool was_active = lanes_[index].active;
+      StartNext(index, now);
+      if (!was_active && lanes_[index].active) progress = true;
     }
   }
 }

@@ -3,6 +3,15 @@
 // Each direction moves one transfer at a time, taking latency + bytes/bandwidth
 // (plus the eviction overhead for device-to-host); a half-duplex link
 // (LinkConfig::full_duplex false) moves one transfer at a time in all.
+//
+// With storage behind the device (LinkConfig::storage), a transfer from or
+// to storage moves on a lane of its own in its direction, beside the host's,
+// as G10's simulator lets SSD and host pages share each PCIe batch: it takes
+// the link's latency and the drive's, and its bytes at the slower of the
+// link and the drive. While a storage lane is busy, a host transfer starting
+// in the same direction gets what the drive leaves of the link (G10 caps a
+// batch's pages at the link's rate, the SSD's share at the drive's). It keeps
+// that rate to its end even if the drive goes idle first: slightly slow.
 // Waiting transfers start by priority (fault migrations > evictions >
 // prefetches), first come first served within a priority, and never before
 // their ready time or before the transfer they depend on has finished. A
@@ -42,14 +51,20 @@ struct LinkTransfer {
   // moves a block back (cudaMemPrefetchAsync to the host) does not: on the
   // H200 it took no longer than its copy (docs/devices.md).
   bool evicts_for_room = true;
+  // Of `bytes`, those read from or written to storage. Any makes the whole
+  // transfer a storage one (the engine sends a block's copy to one tier).
+  uint64_t storage_bytes = 0;
 };
 
 class PcieLink {
  public:
   explicit PcieLink(const LinkConfig& config);
 
-  // Modelled duration of a transfer of `bytes` in one direction.
-  Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true) const;
+  // Modelled duration of a transfer of `bytes` in one direction: to or from
+  // host memory with the whole link (`storage_busy` false) or beside a busy
+  // storage lane, or to or from storage (`via_storage`).
+  Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true,
+                 bool via_storage = false, bool storage_busy = false) const;
 
   void Submit(const LinkTransfer& transfer, Nanos now);
 
@@ -76,12 +91,15 @@ class PcieLink {
   };
 
   void Enqueue(const LinkTransfer& transfer, Nanos now);
-  void StartNext(Lane& lane, Nanos now);
+  // Lanes: host-to-device, device-to-host, then the same two for storage.
+  // Half duplex: everything waits in lane 0.
+  int LaneOf(const LinkTransfer& transfer) const;
+  void StartNext(int lane_index, Nanos now);
   Nanos LaneNextEvent(const Lane& lane) const;
   void Complete(TransferId id, Nanos now, std::vector<TransferId>& completed);
 
   LinkConfig config_;
-  std::array<Lane, 2> lanes_;
+  std::array<Lane, 4> lanes_;
   // Zero-byte transfers that are ready, by completion time.
   std::vector<std::pair<Nanos, TransferId>> instant_;
   // Transfers waiting for another one to finish, keyed by that one's id.

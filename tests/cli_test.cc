@@ -95,7 +95,7 @@ TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
         "\"time_ns\"", "\"stall_ns\"", "\"ideal_time_ns\"", "\"per_iteration\""}) {
     EXPECT_THAT(first.out, HasSubstr(key));
   }
-  EXPECT_EQ(first.out.rfind("{\"contract_version\":\"1.1\",\"runs\":[", 0), 0u);
+  EXPECT_EQ(first.out.rfind("{\"contract_version\":\"1.2\",\"runs\":[", 0), 0u);
 }
 
 TEST(CliTest, ParallelRunsGiveTheSameResultsInTheSameOrder) {
@@ -185,6 +185,20 @@ TEST(CliTest, DeviceOverridesChangeTheResult) {
   const Outcome fast = Umlab(With({"run", "--format=csv"}));
   ASSERT_EQ(slow.code, kExitOk) << slow.err;
   EXPECT_NE(slow.out, fast.out);
+}
+
+TEST(CliTest, OnlyTheSimRunsADeviceWithStorage) {
+  for (const char* backend : {"--backend=uffd", "--backend=sim:policy_from=user"}) {
+    const Outcome refused = Umlab({"run", "--device=g10-a100", backend});
+    EXPECT_NE(refused.code, kExitOk) << backend;
+    EXPECT_TRUE(IsOneLine(refused.err)) << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr("storage tier")) << backend;
+  }
+  const Outcome sim = Umlab(With({"run", "--device=g10-a100", "--format=json",
+                                  "--device-param", "host_gib=0.001"}));
+  ASSERT_EQ(sim.code, kExitOk) << sim.err;
+  EXPECT_THAT(sim.out, HasSubstr("\"storage_write_bytes\""));
+  EXPECT_THAT(sim.out, Not(HasSubstr("\"storage_write_bytes\":0,")));
 }
 
 TEST(CliTest, ListingsNameTheirEntries) {

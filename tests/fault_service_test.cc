@@ -257,5 +257,79 @@ TEST(FaultServiceTest, MalformedProgramsAreRejected) {
   EXPECT_EQ(stray.status.code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The test device with storage behind it: a host line of one block, and a
+// drive at a quarter of the link in and an eighth out, with no latency.
+DeviceConfig DeviceWithStorage() {
+  DeviceConfig device = TestDevice();
+  device.link.storage = StorageConfig{true, 0.25e9, 0.125e9, 0, 0};
+  device.host_memory_bytes = kBlock;
+  return device;
+}
+
+TEST(FaultServiceTest, EvictionsPastTheHostLineGoToStorageAndComeBackFromIt) {
+  DemandPolicy policy;
+  const SimRun run = RunOnSim(WriteThenRead(), /*capacity_frames=*/2, policy, DeviceWithStorage());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const RunStats& s = run.stats;
+  // Behind a storage tier a migration moves the data, so every eviction
+  // writes its block back and the host holds only what is off the device.
+  // The host takes one block. Kernel 1: 0 is evicted to the host (now at
+  // its line), 1 to storage. Kernel 2, faulting on 0, 1, 2, 3 in turn: 2 is
+  // evicted to storage (the host still holds 0), then 0 comes back from the
+  // host; 3 is evicted to the host, now empty, and 1 comes back from
+  // storage; 0 is evicted to storage (the host holds 3) and 2 comes back
+  // from it; 1 is evicted to storage and 3 comes back from the host.
+  EXPECT_EQ(s.d2h_bytes, 6 * kBlock);
+  EXPECT_EQ(s.storage_write_bytes, 4 * kBlock);
+  EXPECT_EQ(s.h2d_bytes, 4 * kBlock);
+  EXPECT_EQ(s.storage_read_bytes, 2 * kBlock);
+  EXPECT_EQ(s.peak_host_bytes, kBlock);
+  EXPECT_EQ(s.peak_storage_bytes, 2 * kBlock);
+  // The same program without storage keeps clean pages' host copies.
+  DemandPolicy host_only;
+  const SimRun plain = RunOnSim(WriteThenRead(), 2, host_only);
+  ASSERT_TRUE(plain.status.ok()) << plain.status;
+  EXPECT_EQ(plain.stats.d2h_bytes, 4 * kBlock);
+  EXPECT_EQ(plain.stats.storage_write_bytes, 0u);
+  EXPECT_EQ(plain.stats.peak_host_bytes, 4 * kBlock);
+  // Each storage read and write takes 4x and 8x a host transfer's 2.097 ms.
+  EXPECT_GT(s.time_ns, plain.stats.time_ns + 2 * 3 * 2097152 + 4 * 7 * 2097152);
+}
+
+// Demand paging that sends every victim to storage (the base class's
+// decisions are the engine's defaults: the faulted pages, the oldest victim).
+class StorageFirst : public Policy {
+ public:
+  MemoryTier EvictTo(const BlockState& /*victim*/) override { return MemoryTier::kStorage; }
+};
+
+TEST(FaultServiceTest, APolicyMaySendVictimsToStorageBelowTheHostLine) {
+  StorageFirst policy;
+  DeviceConfig device = DeviceWithStorage();
+  device.host_memory_bytes = 0;  // no line: the host would take everything
+  const SimRun run = RunOnSim(WriteThenRead(), 2, policy, device);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // All six evictions (every page written back) and the four returns.
+  EXPECT_EQ(run.stats.storage_write_bytes, 6 * kBlock);
+  EXPECT_EQ(run.stats.storage_read_bytes, 4 * kBlock);
+  EXPECT_EQ(run.stats.peak_host_bytes, 0u);
+}
+
+TEST(FaultServiceTest, FreedMemoryReleasesItsCopies) {
+  // Four blocks written, then freed and allocated again: the copies of the
+  // two written back are gone, so the second kernel zero-fills all four.
+  ProgramBuilder p;
+  p.Alloc(0, 4);
+  p.Iteration(0).Kernel(1, 1000000, {0, 1, 2, 3}, /*write=*/true);
+  p.Free(0, 4);
+  p.Alloc(0, 4);
+  p.Iteration(1).Kernel(2, 1000000, {0, 1, 2, 3}, /*write=*/true);
+  DemandPolicy policy;
+  const SimRun run = RunOnSim(p, 2, policy, DeviceWithStorage());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.h2d_bytes, 0u);
+  EXPECT_EQ(run.stats.zero_filled_bytes, 8 * kBlock);
+}
+
 }  // namespace
 }  // namespace umlab::testing

@@ -160,7 +160,7 @@ TEST(RegistryRangesTest, FactoriesNoLongerSeeOutOfRangeValues) {
 }
 
 TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
-  EXPECT_EQ(DevicePresets().Names(), "a100-pcie4, h200, v100-pcie3");
+  EXPECT_EQ(DevicePresets().Names(), "a100-pcie4, g10-a100, h200, v100-pcie3");
   absl::StatusOr<DeviceConfig> h200 = DevicePreset("h200");
   ASSERT_TRUE(h200.ok());
   EXPECT_EQ(h200->name, "h200");
@@ -178,9 +178,42 @@ TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
   absl::StatusOr<DeviceConfig> unknown = DevicePreset("b200");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().message(),
-            "unknown device 'b200'; presets: a100-pcie4, h200, v100-pcie3");
+            "unknown device 'b200'; presets: a100-pcie4, g10-a100, h200, v100-pcie3");
   for (const DevicePresetEntry* entry : DevicePresets().Entries()) {
     EXPECT_FALSE(entry->description.empty()) << entry->name;
+  }
+  // G10's Table 2 machine, the only preset with storage behind it.
+  absl::StatusOr<DeviceConfig> g10 = DevicePreset("g10-a100");
+  ASSERT_TRUE(g10.ok());
+  EXPECT_TRUE(g10->link.storage.present);
+  EXPECT_EQ(g10->link.storage.read_bytes_per_second, 3.2e9);
+  EXPECT_EQ(g10->link.storage.write_bytes_per_second, 3.0e9);
+  EXPECT_EQ(g10->link.storage.read_latency_ns, 20000);
+  EXPECT_EQ(g10->link.storage.write_latency_ns, 16000);
+  EXPECT_EQ(g10->host_memory_bytes, 128ull << 30);
+  EXPECT_EQ(g10->link.h2d_bytes_per_second, 15.754e9);
+  EXPECT_EQ(g10->fault_latency_ns, 45000);
+  EXPECT_FALSE(h200->link.storage.present);
+}
+
+TEST(DevicePresetsTest, StorageParamsOverrideThePreset) {
+  absl::StatusOr<DeviceConfig> device = ApplyDeviceOverrides(
+      *DevicePreset("h200"), "ssd=true,host_gib=0.5,ssd_read_gbps=7,ssd_write_us=30");
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_TRUE(device->link.storage.present);
+  EXPECT_EQ(device->host_memory_bytes, 512ull << 20);
+  EXPECT_EQ(device->link.storage.read_bytes_per_second, 7e9);
+  EXPECT_EQ(device->link.storage.write_latency_ns, 30000);
+  EXPECT_FALSE(ApplyDeviceOverrides(*DevicePreset("h200"), "ssd_read_gbps=0").ok());
+}
+
+TEST(BackendTraitsTest, OnlyTheSimModelsAStorageTier) {
+  ASSERT_NE(Backends().Find("sim"), nullptr);
+  EXPECT_TRUE(Backends().Find("sim")->traits.storage_tier);
+  for (const char* other : {"uffd", "cuda"}) {
+    if (const BackendRegistry::Entry* entry = Backends().Find(other)) {
+      EXPECT_FALSE(entry->traits.storage_tier) << other;
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "emu/pcie_link.h"
 
+#include <cmath>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -131,6 +132,66 @@ TEST(PcieLinkTest, ReadyTimeDelaysTheStartAndLetsOthersGoFirst) {
   EXPECT_EQ(done.at(2), 4096);
   EXPECT_EQ(done.at(1), 50000 + 4096);
   EXPECT_TRUE(link.idle());
+}
+
+// The g10-a100 link: 1 GB/s each way to the host, and storage at 0.25 GB/s
+// in and 0.125 GB/s out with 20 and 16 us of latency (round numbers so the
+// durations read off exactly).
+LinkConfig LinkWithStorage(bool full_duplex = true) {
+  LinkConfig config{1e9, 1e9, 1000, 0, full_duplex};
+  config.storage = StorageConfig{true, 0.25e9, 0.125e9, 20000, 16000};
+  return config;
+}
+
+LinkTransfer FromStorage(TransferId id, LinkDirection direction, uint64_t bytes) {
+  LinkTransfer transfer = Make(id, direction, TransferKind::kFaultMigration, bytes);
+  transfer.storage_bytes = bytes;
+  return transfer;
+}
+
+TEST(PcieLinkTest, StorageTransfersPayTheDrivesLatencyAndBandwidth) {
+  PcieLink link(LinkWithStorage());
+  EXPECT_EQ(link.Duration(LinkDirection::kHostToDevice, k2MiB, true, /*via_storage=*/true),
+            1000 + 20000 + 4 * 2097152);
+  EXPECT_EQ(link.Duration(LinkDirection::kDeviceToHost, k2MiB, true, /*via_storage=*/true),
+            1000 + 16000 + 8 * 2097152);
+  // A drive faster than the link is held to the link.
+  LinkConfig fast = LinkWithStorage();
+  fast.storage.read_bytes_per_second = 4e9;
+  EXPECT_EQ(PcieLink(fast).Duration(LinkDirection::kHostToDevice, k2MiB, true, true),
+            1000 + 20000 + 2097152);
+}
+
+TEST(PcieLinkTest, HostAndStorageShareEachDirection) {
+  PcieLink link(LinkWithStorage());
+  // Storage first, then a host transfer beside it: the host gets what the
+  // drive leaves of the link (0.75 GB/s) for its whole transfer.
+  link.Submit(FromStorage(1, LinkDirection::kHostToDevice, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB), 0);
+  // A host transfer after the storage lane went idle has the link to itself.
+  link.Submit(Make(3, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB,
+                   /*ready=*/20000000),
+              0);
+  const auto done = Drain(link);
+  EXPECT_EQ(done.at(1), 1000 + 20000 + 4 * 2097152);
+  EXPECT_EQ(done.at(2), 1000 + std::llround(2097152 / 0.75));
+  EXPECT_EQ(done.at(3), 20000000 + 1000 + 2097152);
+}
+
+TEST(PcieLinkTest, HalfDuplexMovesStorageInTheOneLane) {
+  PcieLink link(LinkWithStorage(/*full_duplex=*/false));
+  link.Submit(FromStorage(1, LinkDirection::kDeviceToHost, k2MiB), 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB), 0);
+  const auto done = Drain(link);
+  const Nanos storage_write = 1000 + 16000 + 8 * 2097152;
+  EXPECT_EQ(done.at(1), storage_write);
+  EXPECT_EQ(done.at(2), storage_write + 1000 + 2097152);
+}
+
+TEST(PcieLinkTest, StorageBytesWithoutAStorageTierMoveAsHostBytes) {
+  PcieLink link(LinkConfig{1e9, 1e9, 1000});
+  link.Submit(FromStorage(1, LinkDirection::kHostToDevice, k2MiB), 0);
+  EXPECT_EQ(Drain(link).at(1), 1000 + 2097152);
 }
 
 }  // namespace

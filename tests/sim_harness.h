@@ -36,9 +36,7 @@ inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, 
                        const SimOptions& options = SimOptions{}) {
   const uint64_t frames = policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames;
   SimBackend backend(device, frames, options);
-  EngineConfig config;
-  config.batch_size = device.fault_batch_size;
-  config.fault_latency_ns = device.fault_latency_ns;
+  EngineConfig config = EngineConfigFor(device);
   config.replay = replay;
   config.check_invariants = true;
   Engine engine(backend, policy, frames, config);

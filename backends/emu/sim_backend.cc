@@ -696,6 +696,7 @@ void SimBackend::Submit(const Transfer& transfer) {
                        priority, bytes, transfer.not_before, after};
   // User mode: every eviction the engine asks for is a policy's call.
   on_link.evicts_for_room = !options_.policy_from_user;
+  on_link.storage_bytes = std::min(bytes, transfer.storage_bytes());
   link_.Submit(on_link, clock_.now());
 }
 
@@ -884,9 +885,14 @@ UMLAB_REGISTER_BACKEND(
             options.flush_cost_ns = static_cast<Nanos>(params.Double("flush_cost_us") * 1e3);
             options.collect_period_ns = static_cast<Nanos>(params.Double("collect_us") * 1e3);
             options.spread_access = params.Choice("access") == 1;
+            if (options.policy_from_user && device.link.storage.present) {
+              return absl::InvalidArgumentError(
+                  "sim:policy_from=user models the unmodified UVM driver, which has no "
+                  "storage tier; use policy_from=driver with a device that has ssd=true");
+            }
             return std::make_unique<SimBackend>(device, capacity_frames, options);
           },
           // Virtual time and nothing global: runs may share the process.
-          {.parallel_runs = true}});
+          {.parallel_runs = true, .storage_tier = true}});
 
 }  // namespace umlab

@@ -202,9 +202,16 @@ absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
   const uint64_t capacity_frames = unlimited ? kUnlimitedFrames : *frames;
   result.capacity_bytes = *frames * kBlockSize;
 
-  EngineConfig engine_config;
-  engine_config.batch_size = request.device.fault_batch_size;
-  engine_config.fault_latency_ns = request.device.fault_latency_ns;
+  if (request.device.link.storage.present) {
+    const BackendRegistry::Entry* entry = Backends().Find(SplitSpec(request.backend).first);
+    if (entry != nullptr && !entry->traits.storage_tier) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device %s has a storage tier (ssd=true), which the %s backend does not model; run "
+          "it on --backend=sim, or set --device-param ssd=false",
+          request.device.name, entry->name));
+    }
+  }
+  EngineConfig engine_config = EngineConfigFor(request.device);
   engine_config.replay = request.replay;
   engine_config.check_invariants = request.check_invariants;
 

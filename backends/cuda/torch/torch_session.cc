@@ -94,6 +94,11 @@ absl::StatusOr<std::unique_ptr<TorchSession>> TorchSession::Start(
 absl::Status TorchSession::StartEngine() {
   absl::StatusOr<DeviceConfig> device = DevicePreset(options_.device);
   if (!device.ok()) return device.status();
+  if (device->link.storage.present) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "umlab_torch: device %s has a storage tier, which a GPU run does not model; pick a "
+        "device without one (umlab devices)", options_.device));
+  }
   absl::StatusOr<std::unique_ptr<Policy>> policy = Policies().Create(options_.policy);
   if (!policy.ok()) {
     return absl::InvalidArgumentError(
@@ -101,9 +106,7 @@ absl::Status TorchSession::StartEngine() {
   }
   policy_ = std::move(*policy);
   live_ = std::make_unique<LiveBackend>(options_.gpu, *launches_, options_.poll_interval_ns);
-  EngineConfig config;
-  config.batch_size = device->fault_batch_size;
-  config.fault_latency_ns = device->fault_latency_ns;
+  const EngineConfig config = EngineConfigFor(*device);
   // The engine's budget is the balloon's capacity; without a balloon the
   // GPU's memory is all there is.
   const uint64_t capacity_frames =

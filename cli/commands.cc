@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +27,7 @@
 #include "core/program_summary.h"
 #include "core/backend_registry.h"
 #include "emu/device_presets.h"
+#include "emu/g10_config.h"
 #include "workloads/workload.h"
 
 namespace umlab::cli {
@@ -89,7 +91,10 @@ std::vector<OptionSpec> MachineOptions() {
       {"backend", "SPEC", "where to run, with parameters: sim (see 'umlab backends')", "sim"},
       {"capacity", "C",
        "device memory: a fraction of the program's footprint (0.5) or a size (8GiB)", "0.5"},
-      {"device", "PRESET", absl::StrCat("device preset: ", DevicePresets().Names()),
+      {"device", "PRESET",
+       absl::StrCat("device preset: ", DevicePresets().Names(),
+                    "; or a G10 config file, NAME.config (its GPU memory is then the default "
+                    "capacity)"),
        kDefaultDevice},
       {"device-param", "K=V",
        "override a preset value, e.g. h2d_gbps=12 (see 'umlab devices')", "", true},
@@ -123,8 +128,20 @@ std::vector<OptionSpec> Join(Groups... groups) {
 
 // --- Shared resolution ----------------------------------------------------
 
-absl::StatusOr<DeviceConfig> ResolveDevice(const Arguments& args, const std::string& fallback) {
-  absl::StatusOr<DeviceConfig> device = DevicePreset(args.GetOr("device", fallback));
+// A preset, or a G10 config file (NAME.config; emu/g10_config.h), with the
+// --device-param overrides. A G10 file's GPU memory goes to `memory_bytes`.
+absl::StatusOr<DeviceConfig> ResolveDevice(const Arguments& args, const std::string& fallback,
+                                           std::optional<uint64_t>* memory_bytes = nullptr) {
+  const std::string name = args.GetOr("device", fallback);
+  absl::StatusOr<DeviceConfig> device;
+  if (absl::EndsWith(name, ".config")) {
+    absl::StatusOr<G10Machine> machine = ReadG10Config(name);
+    if (!machine.ok()) return machine.status();
+    device = machine->device;
+    if (memory_bytes != nullptr) *memory_bytes = machine->gpu_memory_bytes;
+  } else {
+    device = DevicePreset(name);
+  }
   if (!device.ok()) return device.status();
   return ApplyDeviceOverrides(*device, absl::StrJoin(args.GetAll("device-param"), ","));
 }
@@ -139,7 +156,8 @@ struct Setup {
 // Everything but the program and the policy, from the options.
 std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& default_device,
                                     Setup& setup) {
-  absl::StatusOr<DeviceConfig> device = ResolveDevice(args, default_device);
+  std::optional<uint64_t> g10_memory_bytes;
+  absl::StatusOr<DeviceConfig> device = ResolveDevice(args, default_device, &g10_memory_bytes);
   if (!device.ok()) return Usage(device.status());
   absl::StatusOr<ReplayPolicy> replay = ParseReplayPolicy(args.GetOr("replay", kDefaultReplay));
   if (!replay.ok()) return Usage(replay.status());
@@ -150,7 +168,9 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   setup.format = *format;
   setup.request.device = *device;
   setup.request.replay = *replay;
-  setup.request.capacity = args.GetOr("capacity", kDefaultCapacity);
+  // A G10 config's GPU memory is the capacity unless --capacity says else.
+  setup.request.capacity = args.GetOr(
+      "capacity", g10_memory_bytes ? absl::StrCat(*g10_memory_bytes, "B") : kDefaultCapacity);
   setup.request.backend = args.GetOr("backend", kDefaultBackend);
   // --dilation and --verify are backend parameters; a backend that does not
   // declare them rejects them below with a usage error.

@@ -55,8 +55,9 @@ struct DeviceConfig {
   // access behind compute (the cuda backend's replay kernel runs the same
   // number).
   int warps_per_sm = 1;
-  // Host memory that evicted data may fill before evictions go to storage
-  // (G10's CPU memory line); 0: unlimited. Only meaningful with storage.
+  // With storage: host memory that evicted data may fill before evictions
+  // go to storage (G10's CPU memory line; 0, as G10's GDS-only runs, sends
+  // every eviction to storage). Without storage the host has no limit.
   uint64_t host_memory_bytes = 0;
 
   // Everything that issues accesses concurrently.

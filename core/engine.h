@@ -54,9 +54,8 @@ struct EngineConfig {
   // Prefetch migrations in flight at once. Bounds how far prefetching can run
   // ahead of the fault path and keeps frames from being claimed too early.
   int prefetch_inflight_limit = 4;
-  // The tiers behind the device (DeviceConfig): the host's line for
-  // written-back data, in pages (0: none), and whether storage takes what
-  // crosses it.
+  // The tiers behind the device (DeviceConfig): whether storage takes what
+  // crosses the host's line for written-back data, and that line in pages.
   uint64_t host_capacity_pages = 0;
   bool has_storage = false;
   // Check the invariants after every engine step (tests turn this on).

@@ -57,14 +57,15 @@ class MemoryView {
   }
 
   // The tiers behind the device, in pages: written-back copies held there,
-  // and the host's line before evictions go to storage (0: no line).
+  // and, with storage, the host's line before evictions go to storage.
   virtual uint64_t host_pages() const = 0;
   virtual uint64_t storage_pages() const = 0;
   virtual uint64_t host_capacity_pages() const = 0;
   virtual bool has_storage() const = 0;
-  // Whether `pages` more copies would cross the host's line.
+  // Whether `pages` more copies would cross the host's line (never without
+  // storage: the host then has no limit).
   bool HostFull(uint64_t pages) const {
-    return host_capacity_pages() != 0 && host_pages() + pages > host_capacity_pages();
+    return has_storage() && host_pages() + pages > host_capacity_pages();
   }
 
   // Blocks holding frames, least recently migrated first, until `visit`

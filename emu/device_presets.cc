@@ -154,7 +154,8 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
       {"ssd", ParamType::kBool, c.link.storage.present ? "true" : "false",
        "storage behind the device: evictions past the host's line go to it (sim backend only)"},
       {"host_gib", ParamType::kDouble, Number(static_cast<double>(c.host_memory_bytes) / (1ull << 30)),
-       "with ssd: host memory for evicted data before evictions go to storage, GiB (0: no line)",
+       "with ssd: host memory for evicted data before evictions go to storage, GiB (0: all go "
+       "to storage)",
        ParamRange::Closed(0, 1e9)},
       {"ssd_read_gbps", ParamType::kDouble, Number(c.link.storage.read_bytes_per_second / 1e9),
        "with ssd: storage-to-device bandwidth, GB/s (the link's still caps it)", kRate},

@@ -201,6 +201,28 @@ TEST(CliTest, OnlyTheSimRunsADeviceWithStorage) {
   EXPECT_THAT(sim.out, Not(HasSubstr("\"storage_write_bytes\":0,")));
 }
 
+TEST(CliTest, AG10ConfigFileIsADeviceWithItsGpuMemoryAsTheCapacity) {
+  const std::string path = TempPath("machine.config");
+  {
+    std::ofstream file(path);
+    file << "system_latency_us 45\nGPU_memory_size_GB 0.005859375\nCPU_memory_line_GB 0\n"
+         << "eviction_policy LRU\n";
+  }
+  const Outcome run = Umlab(With({"run", "--device=" + path, "--format=json"}));
+  ASSERT_EQ(run.code, kExitOk) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("\"capacity_bytes\":6291456,"));
+  EXPECT_THAT(run.out, HasSubstr("\"device\":\"" + path + "\""));
+  // No host memory: every write-back goes to storage.
+  EXPECT_THAT(run.out, Not(HasSubstr("\"storage_write_bytes\":0,")));
+  const Outcome sized = Umlab(With({"run", "--device=" + path, "--capacity=0.75", "--format=json"}));
+  ASSERT_EQ(sized.code, kExitOk) << sized.err;
+  EXPECT_THAT(sized.out, HasSubstr("\"capacity_bytes\":8388608,"));
+  const Outcome missing = Umlab(With({"run", "--device=/nonexistent/x.config"}));
+  EXPECT_EQ(missing.code, kExitUsage);
+  EXPECT_TRUE(IsOneLine(missing.err)) << missing.err;
+  std::remove(path.c_str());
+}
+
 TEST(CliTest, ListingsNameTheirEntries) {
   EXPECT_THAT(Umlab({"policies"}).out, HasSubstr("demand"));
   EXPECT_THAT(Umlab({"workloads"}).out, HasSubstr("mlp"));

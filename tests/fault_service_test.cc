@@ -306,7 +306,7 @@ class StorageFirst : public Policy {
 TEST(FaultServiceTest, APolicyMaySendVictimsToStorageBelowTheHostLine) {
   StorageFirst policy;
   DeviceConfig device = DeviceWithStorage();
-  device.host_memory_bytes = 0;  // no line: the host would take everything
+  device.host_memory_bytes = 1ull << 30;  // room for every block on the host
   const SimRun run = RunOnSim(WriteThenRead(), 2, policy, device);
   ASSERT_TRUE(run.status.ok()) << run.status;
   // All six evictions (every page written back) and the four returns.

@@ -7,6 +7,7 @@
 #include "core/param_map.h"
 #include "core/policy.h"
 #include "emu/device_presets.h"
+#include "emu/g10_config.h"
 #include "gtest/gtest.h"
 #include "workloads/workload.h"
 
@@ -205,6 +206,91 @@ TEST(DevicePresetsTest, StorageParamsOverrideThePreset) {
   EXPECT_EQ(device->link.storage.read_bytes_per_second, 7e9);
   EXPECT_EQ(device->link.storage.write_latency_ns, 30000);
   EXPECT_FALSE(ApplyDeviceOverrides(*DevicePreset("h200"), "ssd_read_gbps=0").ok());
+}
+
+// G10's artifact's src/configs/example.config, as genconfigs.py writes them.
+constexpr char kG10ExampleConfig[] = R"(output_folder           ../results/Inceptionv3/1536-prefetch_lru
+is_simulation           1
+
+is_inception            1
+batch_size              1536
+nn_model_input_file     ../frontend/Nets/Inceptionv3.txt
+is_UVM                  1
+use_prefetch            1
+eviction_policy         LRU
+
+system_latency_us       45
+
+CPU_PCIe_bandwidth_GBps 15.754
+CPU_memory_line_GB      128
+
+GPU_memory_size_GB      40
+GPU_frequency_GHz       1.2
+GPU_PCIe_bandwidth_GBps 15.754
+GPU_malloc_uspB         0.000000814
+GPU_free_uspB           0
+
+SSD_PCIe_bandwidth_GBps 3.2
+SSD_read_latency_us     12
+SSD_write_latency_us    16
+SSD_latency_us          20
+
+PCIe_latency_us         5
+PCIe_batch_size_page    50
+
+delta_parameter         0.5
+)";
+
+TEST(G10ConfigTest, ReadsTheMachineOfG10sExampleConfig) {
+  absl::StatusOr<G10Machine> machine = ParseG10Config(kG10ExampleConfig, "example.config");
+  ASSERT_TRUE(machine.ok()) << machine.status();
+  const DeviceConfig& d = machine->device;
+  EXPECT_EQ(d.name, "example.config");
+  EXPECT_EQ(d.fault_latency_ns, 45000);
+  EXPECT_EQ(d.link.h2d_bytes_per_second, 15.754e9);
+  EXPECT_EQ(d.link.d2h_bytes_per_second, 15.754e9);
+  EXPECT_EQ(d.link.latency_ns, 5000);
+  EXPECT_TRUE(d.link.storage.present);
+  EXPECT_EQ(d.link.storage.read_bytes_per_second, 3.2e9);
+  EXPECT_EQ(d.link.storage.write_bytes_per_second, 3.2e9);
+  EXPECT_EQ(d.link.storage.read_latency_ns, 12000);
+  EXPECT_EQ(d.link.storage.write_latency_ns, 16000);
+  EXPECT_EQ(d.host_memory_bytes, 128ull << 30);
+  EXPECT_EQ(machine->gpu_memory_bytes, 40ull << 30);
+  EXPECT_EQ(d.compute.sm_count, 108);  // the g10-a100 preset's
+  EXPECT_EQ(machine->ignored.front(), "output_folder");
+  EXPECT_EQ(machine->ignored.back(), "delta_parameter");
+  EXPECT_EQ(machine->ignored.size(), 14u);
+}
+
+TEST(G10ConfigTest, HostTrafficTakesTheSlowerPcieAndCommentsAreSkipped) {
+  absl::StatusOr<G10Machine> machine = ParseG10Config(
+      "# a comment\n#another\n\nCPU_PCIe_bandwidth_GBps 8\nGPU_PCIe_bandwidth_GBps 32\n"
+      "CPU_memory_line_GB 0\n",
+      "slow-host.config");
+  ASSERT_TRUE(machine.ok()) << machine.status();
+  EXPECT_EQ(machine->device.link.h2d_bytes_per_second, 8e9);
+  EXPECT_EQ(machine->device.host_memory_bytes, 0u);  // G10GDSSSD: all to storage
+  EXPECT_FALSE(machine->gpu_memory_bytes.has_value());
+}
+
+TEST(G10ConfigTest, BadLinesAreOneLineErrorsWithTheirLine) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"system_latency_us 45\nGPU_memroy_size_GB 40\n", "x.config:2: G10's simulator knows no key 'GPU_memroy_size_GB'"},
+      {"PCIe_latency_us fast\n", "x.config:1: expected one non-negative number after 'PCIe_latency_us'"},
+      {"PCIe_latency_us -5\n", "x.config:1: expected one non-negative number after"},
+      {"PCIe_latency_us 5 us\n", "x.config:1: expected one non-negative number after"},
+      {"GPU_PCIe_bandwidth_GBps 0\n", "x.config: the PCIe bandwidth must be positive"},
+      {"SSD_PCIe_bandwidth_GBps 0\n", "x.config: SSD_PCIe_bandwidth_GBps must be positive"},
+      {"GPU_memory_size_GB 0\n", "x.config: GPU_memory_size_GB must be positive"},
+  };
+  for (const auto& [text, message] : bad) {
+    absl::StatusOr<G10Machine> machine = ParseG10Config(text, "x.config");
+    ASSERT_FALSE(machine.ok()) << text;
+    EXPECT_EQ(machine.status().message().find(message), 0u) << machine.status();
+    EXPECT_EQ(machine.status().message().find('\n'), std::string::npos);
+  }
+  EXPECT_FALSE(ReadG10Config("/nonexistent/g10.config").ok());
 }
 
 TEST(BackendTraitsTest, OnlyTheSimModelsAStorageTier) {

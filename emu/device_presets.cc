@@ -152,7 +152,8 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
       {"warps", ParamType::kInt, Number(c.warps_per_sm),
        "warps per SM issuing accesses, each stalling alone on a fault", ParamRange::Closed(1, 64)},
       {"ssd", ParamType::kBool, c.link.storage.present ? "true" : "false",
-       "storage behind the device: evictions past the host's line go to it (sim backend only)"},
+       "storage behind the device: evictions past the host's line go to it (sim and uffd "
+       "backends)"},
       {"host_gib", ParamType::kDouble, Number(static_cast<double>(c.host_memory_bytes) / (1ull << 30)),
        "with ssd: host memory for evicted data before evictions go to storage, GiB (0: all go "
        "to storage)",

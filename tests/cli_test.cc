@@ -187,8 +187,8 @@ TEST(CliTest, DeviceOverridesChangeTheResult) {
   EXPECT_NE(slow.out, fast.out);
 }
 
-TEST(CliTest, OnlyTheSimRunsADeviceWithStorage) {
-  for (const char* backend : {"--backend=uffd", "--backend=sim:policy_from=user"}) {
+TEST(CliTest, TheModelOfTheUnmodifiedDriverRefusesADeviceWithStorage) {
+  for (const char* backend : {"--backend=sim:policy_from=user"}) {
     const Outcome refused = Umlab({"run", "--device=g10-a100", backend});
     EXPECT_NE(refused.code, kExitOk) << backend;
     EXPECT_TRUE(IsOneLine(refused.err)) << refused.err;

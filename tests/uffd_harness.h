@@ -33,9 +33,7 @@ inline UffdRun RunOnUffd(EventSource& program, uint64_t capacity_frames, Policy&
     run.status = backend.status();
     return run;
   }
-  EngineConfig config;
-  config.batch_size = device.fault_batch_size;
-  config.fault_latency_ns = device.fault_latency_ns;
+  EngineConfig config = EngineConfigFor(device);
   config.check_invariants = true;
   Engine engine(**backend, policy, frames, config);
   run.status = (*backend)->Run(program, engine, nullptr);

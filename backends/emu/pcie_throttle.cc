@@ -43,6 +43,7 @@ void SleepUntilNanos(Nanos deadline) {
 PcieThrottle::PcieThrottle(const LinkConfig& link, double dilation, bool enabled)
     : link_(link),
       full_duplex_(link.full_duplex),
+      has_storage_(link.storage.present),
       dilation_(dilation),
       enabled_(enabled && dilation > 0) {}
 
@@ -56,13 +57,17 @@ Nanos PcieThrottle::Modelled(Nanos wall) const {
   return static_cast<Nanos>(std::llround(static_cast<double>(wall) / dilation_));
 }
 
-Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now) {
+Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now,
+                            bool via_storage) {
   if (!enabled_ || bytes == 0) return now;
-  const Nanos duration = Dilate(link_.Duration(direction, bytes));
+  via_storage = via_storage && has_storage_;
+  const int d = static_cast<int>(direction);
   absl::MutexLock lock(&mu_);
-  // Half duplex (LinkConfig::full_duplex false): both directions book one lane.
-  Nanos& busy = busy_until_[full_duplex_ ? static_cast<int>(direction) : 0];
-  busy = std::max(busy, now) + duration;
+  // Half duplex (LinkConfig::full_duplex false): everything books one lane.
+  Nanos& busy = busy_until_[full_duplex_ ? d + (via_storage ? 2 : 0) : 0];
+  const Nanos start = std::max(busy, now);
+  const bool storage_busy = full_duplex_ && !via_storage && busy_until_[2 + d] > start;
+  busy = start + Dilate(link_.Duration(direction, bytes, true, via_storage, storage_busy));
   return busy;
 }
 

@@ -42,7 +42,10 @@ class PcieThrottle {
   // `now`: it starts then, or when the lane's previous booking ends if that
   // is later. Returns the wall time at which it completes. A transfer of no
   // bytes does not occupy the link (as in PcieLink) and completes at `now`.
-  Nanos Reserve(LinkDirection direction, uint64_t bytes, Nanos now);
+  // `via_storage`: to or from the storage tier, on that direction's storage
+  // lane, and a host booking that starts while it runs gets what the drive
+  // leaves of the link, as PcieLink models it.
+  Nanos Reserve(LinkDirection direction, uint64_t bytes, Nanos now, bool via_storage = false);
 
   // A modelled duration in wall time: `modelled` x dilation, 0 when off.
   Nanos Dilate(Nanos modelled) const;
@@ -56,10 +59,12 @@ class PcieThrottle {
  private:
   PcieLink link_;  // for Duration() only: one formula for sim and uffd
   bool full_duplex_;
+  bool has_storage_;
   double dilation_;
   bool enabled_;
   absl::Mutex mu_;
-  std::array<Nanos, 2> busy_until_ ABSL_GUARDED_BY(mu_) = {0, 0};
+  // Host-to-device, device-to-host, then the same for storage.
+  std::array<Nanos, 4> busy_until_ ABSL_GUARDED_BY(mu_) = {0, 0, 0, 0};
 };
 
 }  // namespace umlab

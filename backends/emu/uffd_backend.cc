@@ -126,6 +126,7 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
   device_options.max_blocks = options.max_blocks;
   device_options.huge_pages = options.huge_pages;
   device_options.directory = options.device_dir;
+  if (device.link.storage.present) device_options.storage_directory = options.storage_dir;
   // An unlimited capacity (capacity_frames beyond the range) is checked
   // frame by frame instead: CopyIn fails cleanly when the pool runs dry.
   if (options.huge_pages && capacity_frames < options.max_blocks &&
@@ -1058,6 +1059,8 @@ void UffdBackend::Evict(const Transfer& transfer) {
     // Written after the engine looked: must go home too, or it is lost.
     const PageMask late = dirty & ~seen;
     writeback.copy |= late;
+    // Going to storage, the whole write-back goes there.
+    if (writeback.storage.any()) writeback.storage = writeback.copy;
     late_dirty_.fetch_add(late.count(), std::memory_order_relaxed);
     ClearMask(bits_[slot].dirty, transfer.pages);
     ClearMask(bits_[slot].accessed, transfer.pages);
@@ -1102,7 +1105,17 @@ void UffdBackend::Copy(const Transfer& transfer) {
   absl::Status s;
   if (transfer.kind == TransferKind::kEviction) {
     s = device_->CopyOut(slot, transfer.copy);
+    // Through the host copy to the storage file, which then holds the only
+    // copy (the host's pages are freed).
+    if (s.ok() && transfer.storage.any()) s = device_->StoreHostCopy(slot, transfer.storage);
   } else {
+    if (transfer.storage.any()) {
+      s = device_->LoadHostCopy(slot, transfer.storage);
+      if (!s.ok()) {
+        Fail(s);
+        return;
+      }
+    }
     {
       absl::MutexLock lock(&map_mu_);
       if (!bits_[slot].holds_memory) {
@@ -1256,6 +1269,9 @@ UMLAB_REGISTER_BACKEND(
          {"huge_pages", ParamType::kBool, "false",
           "frames are 2 MiB hugetlb pages, mapped whole (fast migration; needs "
           "vm.nr_hugepages >= capacity and a whole-block policy)"},
+         {"storage_dir", ParamType::kString, "/var/tmp",
+          "with a device that has storage (ssd=true): the directory for its file, written and "
+          "read through io_uring (O_DIRECT where the filesystem allows it)"},
          {"device_dir", ParamType::kString, "",
           "tmpfs directory for device memory (empty: a memfd); mounted with "
           "huge=within_size, frames are 2 MiB folios mapped per 4 KiB page (fast "
@@ -1271,12 +1287,14 @@ UMLAB_REGISTER_BACKEND(
        options.watchdog_s = params.Double("watchdog_s");
        options.huge_pages = params.Bool("huge_pages");
        options.device_dir = params.String("device_dir");
+       options.storage_dir = params.String("storage_dir");
        const int64_t gib = params.Int("max_gib");
        options.max_blocks = static_cast<uint64_t>(gib) * (1 << 30) / kBlockSize;
        absl::StatusOr<std::unique_ptr<UffdBackend>> backend =
            UffdBackend::Create(device, capacity_frames, options);
        if (!backend.ok()) return backend.status();
        return std::unique_ptr<Backend>(std::move(*backend));
-     }});
+     },
+     {.storage_tier = true}});
 
 }  // namespace umlab

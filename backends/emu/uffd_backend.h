@@ -77,6 +77,9 @@ struct UffdOptions {
   // (UffdDevice::Options::directory): fast migrations into released frames
   // for every policy.
   std::string device_dir;
+  // With a device that has a storage tier (ssd=true): where its file goes
+  // (StorageFile). A disk-backed directory makes it real storage I/O.
+  std::string storage_dir = "/var/tmp";
 };
 
 // What the uffd backend counted beyond RunStats.

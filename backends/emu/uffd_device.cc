@@ -180,6 +180,12 @@ absl::Status UffdDevice::Init() {
   if (device_ == nullptr || host_ == nullptr || zeroes_ == nullptr || staging_ == nullptr) {
     return ErrnoStatus("mapping the device range");
   }
+  if (!options_.storage_directory.empty()) {
+    absl::StatusOr<std::unique_ptr<StorageFile>> storage =
+        StorageFile::Create(options_.storage_directory);
+    if (!storage.ok()) return storage.status();
+    storage_ = std::move(*storage);
+  }
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(device_);
   reg.range.len = bytes;
@@ -349,6 +355,36 @@ absl::Status UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
       status = TransferAll(false, device_fd_, host_ + base + first * kPageSize,
                            count * kPageSize, base + first * kPageSize);
     }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::StoreHostCopy(uint64_t slot, const PageMask& pages) {
+  if (storage_ == nullptr) return absl::FailedPreconditionError("uffd device: no storage tier");
+  const uint64_t base = slot * kBlockSize;
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (!status.ok()) return;
+    const uint64_t at = base + first * kPageSize, length = count * kPageSize;
+    status = storage_->Write(at, host_ + at, length);
+    // The file holds the only copy now; the host's pages go back to the
+    // system (they read as zeroes until LoadHostCopy fills them).
+    if (status.ok() && fallocate(host_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                 static_cast<off_t>(at), static_cast<off_t>(length)) != 0) {
+      status = ErrnoStatus("freeing host pages written to storage (fallocate PUNCH_HOLE)");
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::LoadHostCopy(uint64_t slot, const PageMask& pages) {
+  if (storage_ == nullptr) return absl::FailedPreconditionError("uffd device: no storage tier");
+  const uint64_t base = slot * kBlockSize;
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (!status.ok()) return;
+    const uint64_t at = base + first * kPageSize;
+    status = storage_->Read(at, host_ + at, count * kPageSize);
   });
   return status;
 }

@@ -69,6 +69,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/memory_units.h"
+#include "backends/emu/storage_file.h"
 #include "core/page_mask.h"
 
 namespace umlab {
@@ -90,6 +91,9 @@ class UffdDevice {
     // Empty: device memory is a memfd. Else a tmpfs directory: device
     // memory is an unnamed file there (see above). Not with huge_pages.
     std::string directory;
+    // Not empty: a storage tier behind the host copies, as an io_uring file
+    // in this directory (StoreHostCopy, LoadHostCopy).
+    std::string storage_directory;
   };
 
   // 2 MiB hugetlb pages free in the system's pool now (0 if unknown).
@@ -127,6 +131,15 @@ class UffdDevice {
   absl::Status CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero);
   // Device pages -> host copy.
   absl::Status CopyOut(uint64_t slot, const PageMask& pages);
+  // --- The storage tier (Options::storage_directory) ---
+  // Host copy -> storage for `pages`, then frees them in host memory: the
+  // storage file holds the only copy until LoadHostCopy.
+  absl::Status StoreHostCopy(uint64_t slot, const PageMask& pages);
+  // Storage -> host copy for `pages` (which StoreHostCopy wrote).
+  absl::Status LoadHostCopy(uint64_t slot, const PageMask& pages);
+  // Null without a storage tier.
+  const StorageFile* storage() const { return storage_.get(); }
+
   // Frees the slot's device memory (none of it may be mapped): its bytes are
   // gone, and the next CopyIn allocates afresh.
   absl::Status ReleaseFrame(uint64_t slot);
@@ -194,6 +207,7 @@ class UffdDevice {
   char* zeroes_ = nullptr;  // 2 MiB that read as zero
   char* staging_ = nullptr;  // unregistered alias of device memory: CopyIn, CopyOut
   uint64_t slots_ = 0;
+  std::unique_ptr<StorageFile> storage_;
   std::function<void(const UffdFault&)> handler_;  // set before the reader starts
   std::thread reader_;
 };

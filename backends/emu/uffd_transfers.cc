@@ -14,8 +14,8 @@ UffdTransfers::UffdTransfers(PcieThrottle& throttle, Hooks& hooks)
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
-  for (int d = 0; d < 2; ++d) {
-    workers_[d] = std::thread([this, d] { WorkerLoop(static_cast<LinkDirection>(d)); });
+  for (int lane = 0; lane < static_cast<int>(workers_.size()); ++lane) {
+    workers_[lane] = std::thread([this, lane] { WorkerLoop(lane); });
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
@@ -48,18 +48,21 @@ void UffdTransfers::Submit(const Transfer& transfer, Nanos ready_at) {
     hooks_.Completed(transfer.id, MonotonicNanos());
     return;
   }
-  const LinkDirection direction = transfer.kind == TransferKind::kEviction
-                                      ? LinkDirection::kDeviceToHost
-                                      : LinkDirection::kHostToDevice;
   absl::MutexLock lock(&mu_);
   unfinished_.insert(transfer.id);
-  queues_[static_cast<int>(direction)].push_back(Pending{transfer, ready_at, sequence_++});
+  queues_[LaneOf(transfer)].push_back(Pending{transfer, ready_at, sequence_++});
   changed_.SignalAll();
 }
 
-bool UffdTransfers::TakeReady(LinkDirection direction, Nanos now, Pending& out,
-                              Nanos& wake_at) {
-  std::vector<Pending>& queue = queues_[static_cast<int>(direction)];
+int UffdTransfers::LaneOf(const Transfer& transfer) {
+  const int direction = static_cast<int>(transfer.kind == TransferKind::kEviction
+                                             ? LinkDirection::kDeviceToHost
+                                             : LinkDirection::kHostToDevice);
+  return direction + (transfer.storage.any() ? 2 : 0);
+}
+
+bool UffdTransfers::TakeReady(int lane, Nanos now, Pending& out, Nanos& wake_at) {
+  std::vector<Pending>& queue = queues_[lane];
   wake_at = kNever;
   int best = -1;
   for (int i = 0; i < static_cast<int>(queue.size()); ++i) {
@@ -80,7 +83,8 @@ bool UffdTransfers::TakeReady(LinkDirection direction, Nanos now, Pending& out,
   return true;
 }
 
-void UffdTransfers::WorkerLoop(LinkDirection direction) {
+void UffdTransfers::WorkerLoop(int lane) {
+  const LinkDirection direction = static_cast<LinkDirection>(lane % 2);
   for (;;) {
     Pending next;
     {
@@ -88,7 +92,7 @@ void UffdTransfers::WorkerLoop(LinkDirection direction) {
       for (;;) {
         if (stop_) return;
         Nanos wake_at = kNever;
-        if (TakeReady(direction, MonotonicNanos(), next, wake_at)) break;
+        if (TakeReady(lane, MonotonicNanos(), next, wake_at)) break;
         if (wake_at == kNever) {
           changed_.Wait(&mu_);
         } else {
@@ -101,7 +105,8 @@ void UffdTransfers::WorkerLoop(LinkDirection direction) {
     // the worker's own delays (mapping the previous transfer, waking late)
     // must not stretch the modelled link.
     const Nanos end = throttle_.Reserve(direction, next.transfer.copy_bytes(),
-                                        std::min(next.ready_at, MonotonicNanos()));
+                                        std::min(next.ready_at, MonotonicNanos()),
+                                        /*via_storage=*/lane >= 2);
     hooks_.Copy(next.transfer);
     SleepUntilNanos(end);
     hooks_.Land(next.transfer);

@@ -1,8 +1,8 @@
 // Carries out the engine's migrations and evictions on the uffd device,
 // asynchronously and in real time.
 //
-// One worker per link direction, as the link carries one transfer at a time
-// each way. A worker takes the best ready transfer of its direction (fault
+// One worker per link lane, as the link carries one transfer at a time each
+// way, and storage (with a storage tier) one more each way beside it. A worker takes the best ready transfer of its direction (fault
 // migrations before evictions before prefetches, first come first served
 // within a kind, as on PcieLink), books the link on the PcieThrottle, moves
 // the bytes while the booked time runs, waits for the booking to end, then
@@ -62,10 +62,12 @@ class UffdTransfers {
     Nanos ready_at;
     uint64_t sequence;
   };
-  void WorkerLoop(LinkDirection direction);
-  // The best ready transfer for `direction`, removed from the queue; or the
+  // Lanes: host-to-device, device-to-host, then the same for storage.
+  static int LaneOf(const Transfer& transfer);
+  void WorkerLoop(int lane);
+  // The best ready transfer for `lane`, removed from the queue; or the
   // time the next one may become ready (kNever: none known) in `wake_at`.
-  bool TakeReady(LinkDirection direction, Nanos now, Pending& out, Nanos& wake_at)
+  bool TakeReady(int lane, Nanos now, Pending& out, Nanos& wake_at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   PcieThrottle& throttle_;
@@ -74,9 +76,9 @@ class UffdTransfers {
   absl::CondVar changed_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  std::array<std::vector<Pending>, 2> queues_ ABSL_GUARDED_BY(mu_);
+  std::array<std::vector<Pending>, 4> queues_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<TransferId> unfinished_ ABSL_GUARDED_BY(mu_);
-  std::array<std::thread, 2> workers_;
+  std::array<std::thread, 4> workers_;
 };
 
 }  // namespace umlab

@@ -207,7 +207,7 @@ absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
     if (entry != nullptr && !entry->traits.storage_tier) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "device %s has a storage tier (ssd=true), which the %s backend does not model; run "
-          "it on --backend=sim, or set --device-param ssd=false",
+          "it on --backend=sim or uffd, or set --device-param ssd=false",
           request.device.name, entry->name));
     }
   }

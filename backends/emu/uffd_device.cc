@@ -359,34 +359,34 @@ absl::Status UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
   return status;
 }
 
-absl::Status UffdDevice::StoreHostCopy(uint64_t slot, const PageMask& pages) {
+absl::Status UffdDevice::ForEachStorageRun(
+    uint64_t slot, const PageMask& pages,
+    absl::FunctionRef<absl::Status(uint64_t offset, uint64_t length)> step) {
   if (storage_ == nullptr) return absl::FailedPreconditionError("uffd device: no storage tier");
-  const uint64_t base = slot * kBlockSize;
   absl::Status status;
   ForEachPageRun(pages, [&](int first, int count) {
-    if (!status.ok()) return;
-    const uint64_t at = base + first * kPageSize, length = count * kPageSize;
-    status = storage_->Write(at, host_ + at, length);
+    if (status.ok()) status = step(slot * kBlockSize + first * kPageSize, count * kPageSize);
+  });
+  return status;
+}
+
+absl::Status UffdDevice::StoreHostCopy(uint64_t slot, const PageMask& pages) {
+  return ForEachStorageRun(slot, pages, [&](uint64_t at, uint64_t length) {
+    absl::Status status = storage_->Write(at, host_ + at, length);
     // The file holds the only copy now; the host's pages go back to the
     // system (they read as zeroes until LoadHostCopy fills them).
     if (status.ok() && fallocate(host_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                                  static_cast<off_t>(at), static_cast<off_t>(length)) != 0) {
       status = ErrnoStatus("freeing host pages written to storage (fallocate PUNCH_HOLE)");
     }
+    return status;
   });
-  return status;
 }
 
 absl::Status UffdDevice::LoadHostCopy(uint64_t slot, const PageMask& pages) {
-  if (storage_ == nullptr) return absl::FailedPreconditionError("uffd device: no storage tier");
-  const uint64_t base = slot * kBlockSize;
-  absl::Status status;
-  ForEachPageRun(pages, [&](int first, int count) {
-    if (!status.ok()) return;
-    const uint64_t at = base + first * kPageSize;
-    status = storage_->Read(at, host_ + at, count * kPageSize);
+  return ForEachStorageRun(slot, pages, [&](uint64_t at, uint64_t length) {
+    return storage_->Read(at, host_ + at, length);
   });
-  return status;
 }
 
 absl::Status UffdDevice::ReleaseFrame(uint64_t slot) {

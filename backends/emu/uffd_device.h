@@ -66,6 +66,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/memory_units.h"
@@ -190,6 +191,11 @@ class UffdDevice {
   // tells cheaply (see the definition); decides how CopyIn and CopyOut
   // copy, never whether they are right.
   PageMask PagesWithMemory(uint64_t slot) const;
+  // step(offset, length) over the runs of `pages` in the slot, in the host
+  // copy's and the storage file's offsets, until one fails. Needs storage.
+  absl::Status ForEachStorageRun(
+      uint64_t slot, const PageMask& pages,
+      absl::FunctionRef<absl::Status(uint64_t offset, uint64_t length)> step);
   // Whole-block check for the huge-frame page table.
   absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;
   void ReaderLoop();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -63,6 +64,11 @@ absl::StatusOr<G10Machine> ParseG10Config(absl::string_view text, absl::string_v
         value < 0) {
       return error("expected one non-negative number after");
     }
+    // The bounds of the matching --device-param (emu/device_presets.cc), so
+    // that every product later stays finite: rates in GB/s and sizes in GB
+    // up to 1e9, times in us up to 1e12.
+    const bool is_time = absl::EndsWith(key, "_us");
+    if (value > (is_time ? 1e12 : 1e9)) return error("value out of range for");
     DeviceConfig& d = machine.device;
     if (key == "system_latency_us") {
       d.fault_latency_ns = std::llround(value * 1e3);

@@ -30,7 +30,7 @@ max_len() {
   case "$1" in
     trace_file) echo 65536 ;;
     trace_chunk | g10_graph | regress_suite) echo 16384 ;;
-    g10_kernel_time) echo 4096 ;;
+    g10_kernel_time | device_g10_config) echo 4096 ;;
     *) echo 512 ;;
   esac
 }

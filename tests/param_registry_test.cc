@@ -283,6 +283,8 @@ TEST(G10ConfigTest, BadLinesAreOneLineErrorsWithTheirLine) {
       {"GPU_PCIe_bandwidth_GBps 0\n", "x.config: the PCIe bandwidth must be positive"},
       {"SSD_PCIe_bandwidth_GBps 0\n", "x.config: SSD_PCIe_bandwidth_GBps must be positive"},
       {"GPU_memory_size_GB 0\n", "x.config: GPU_memory_size_GB must be positive"},
+      {"SSD_read_latency_us 1e300\n", "x.config:1: value out of range for 'SSD_read_latency_us'"},
+      {"CPU_memory_line_GB 2e9\n", "x.config:1: value out of range for 'CPU_memory_line_GB'"},
   };
   for (const auto& [text, message] : bad) {
     absl::StatusOr<G10Machine> machine = ParseG10Config(text, "x.config");

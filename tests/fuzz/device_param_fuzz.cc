@@ -41,5 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(PositiveRate(c->compute.peak_flops_fp32) && PositiveRate(c->compute.peak_flops_tensor));
   Require(PositiveRate(c->compute.memory_bytes_per_second));
   Require(c->link.latency_ns >= 0 && c->fault_latency_ns >= 0 && c->kernel_launch_ns >= 0);
+  Require(PositiveRate(c->link.storage.read_bytes_per_second) &&
+          PositiveRate(c->link.storage.write_bytes_per_second));
+  Require(c->link.storage.read_latency_ns >= 0 && c->link.storage.write_latency_ns >= 0);
   return 0;
 }

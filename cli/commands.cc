@@ -90,11 +90,12 @@ std::vector<OptionSpec> MachineOptions() {
   return {
       {"backend", "SPEC", "where to run, with parameters: sim (see 'umlab backends')", "sim"},
       {"capacity", "C",
-       "device memory: a fraction of the program's footprint (0.5) or a size (8GiB)", "0.5"},
+       "device memory: a fraction of the program's footprint (0.5) or a size (8GiB); a device "
+       "with its own memory_gib (g10-a100) defaults to that",
+       "0.5"},
       {"device", "PRESET",
        absl::StrCat("device preset: ", DevicePresets().Names(),
-                    "; or a G10 config file, NAME.config (its GPU memory is then the default "
-                    "capacity)"),
+                    "; or a G10 config file, NAME.config"),
        kDefaultDevice},
       {"device-param", "K=V",
        "override a preset value, e.g. h2d_gbps=12 (see 'umlab devices')", "", true},
@@ -129,16 +130,14 @@ std::vector<OptionSpec> Join(Groups... groups) {
 // --- Shared resolution ----------------------------------------------------
 
 // A preset, or a G10 config file (NAME.config; emu/g10_config.h), with the
-// --device-param overrides. A G10 file's GPU memory goes to `memory_bytes`.
-absl::StatusOr<DeviceConfig> ResolveDevice(const Arguments& args, const std::string& fallback,
-                                           std::optional<uint64_t>* memory_bytes = nullptr) {
+// --device-param overrides.
+absl::StatusOr<DeviceConfig> ResolveDevice(const Arguments& args, const std::string& fallback) {
   const std::string name = args.GetOr("device", fallback);
   absl::StatusOr<DeviceConfig> device;
   if (absl::EndsWith(name, ".config")) {
     absl::StatusOr<G10Machine> machine = ReadG10Config(name);
     if (!machine.ok()) return machine.status();
     device = machine->device;
-    if (memory_bytes != nullptr) *memory_bytes = machine->gpu_memory_bytes;
   } else {
     device = DevicePreset(name);
   }
@@ -156,8 +155,7 @@ struct Setup {
 // Everything but the program and the policy, from the options.
 std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& default_device,
                                     Setup& setup) {
-  std::optional<uint64_t> g10_memory_bytes;
-  absl::StatusOr<DeviceConfig> device = ResolveDevice(args, default_device, &g10_memory_bytes);
+  absl::StatusOr<DeviceConfig> device = ResolveDevice(args, default_device);
   if (!device.ok()) return Usage(device.status());
   absl::StatusOr<ReplayPolicy> replay = ParseReplayPolicy(args.GetOr("replay", kDefaultReplay));
   if (!replay.ok()) return Usage(replay.status());
@@ -168,9 +166,11 @@ std::optional<Failure> ResolveSetup(const Arguments& args, const std::string& de
   setup.format = *format;
   setup.request.device = *device;
   setup.request.replay = *replay;
-  // A G10 config's GPU memory is the capacity unless --capacity says else.
+  // A device with its own memory (g10-a100, a G10 config) sets the capacity
+  // unless --capacity says else.
   setup.request.capacity = args.GetOr(
-      "capacity", g10_memory_bytes ? absl::StrCat(*g10_memory_bytes, "B") : kDefaultCapacity);
+      "capacity", device->memory_bytes > 0 ? absl::StrCat(device->memory_bytes, "B")
+                                           : kDefaultCapacity);
   setup.request.backend = args.GetOr("backend", kDefaultBackend);
   // --dilation and --verify are backend parameters; a backend that does not
   // declare them rejects them below with a usage error.

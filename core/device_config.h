@@ -55,6 +55,10 @@ struct DeviceConfig {
   // access behind compute (the cuda backend's replay kernel runs the same
   // number).
   int warps_per_sm = 1;
+  // The device's own memory where the preset fixes it, as G10's 40 GB GPU:
+  // then the default --capacity. 0: none (--capacity defaults to a fraction
+  // of the program's footprint).
+  uint64_t memory_bytes = 0;
   // With storage: host memory that evicted data may fill before evictions
   // go to storage (G10's CPU memory line; 0, as G10's GDS-only runs, sends
   // every eviction to storage). Without storage the host has no limit.

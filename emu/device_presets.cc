@@ -77,8 +77,8 @@ UMLAB_REGISTER_DEVICE(
 UMLAB_REGISTER_DEVICE(
     g10_a100,
     {"g10-a100",
-     "G10's simulated A100 (G10, Table 2): 128 GiB host line, then an SSD; use "
-     "--capacity=40GiB for G10's 40 GB GPU",
+     "G10's simulated A100 (G10, Table 2): 40 GiB of GPU memory (the default capacity), a "
+     "128 GiB host line, then an SSD",
      DeviceConfig{
          // PCIe 15.754 GB/s per direction with 5 us per transfer (G10's
          // example.config PCIe_latency_us), host and SSD sharing it.
@@ -89,7 +89,9 @@ UMLAB_REGISTER_DEVICE(
                   StorageConfig{true, 3.2e9, 3.0e9, 20000, 16000}},
          .compute = {19.5e12, 312e12, 1555e9, 108},  // NVIDIA's A100 figures
          .fault_latency_ns = 45000,                  // G10 Table 2
-         // G10's CPU_memory_line_GB, counted in GiB as its simulator does.
+         // G10's GPU_memory_size_GB and CPU_memory_line_GB, counted in GiB
+         // as its simulator does.
+         .memory_bytes = 40ull << 30,
          .host_memory_bytes = 128ull << 30,
      }});
 
@@ -151,6 +153,11 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "a kernel's grid start-up and wind-down beyond its compute, us", kMicros},
       {"warps", ParamType::kInt, Number(c.warps_per_sm),
        "warps per SM issuing accesses, each stalling alone on a fault", ParamRange::Closed(1, 64)},
+      {"memory_gib", ParamType::kDouble,
+       Number(static_cast<double>(c.memory_bytes) / (1ull << 30)),
+       "the device's memory, GiB: the default --capacity (0: --capacity defaults to a fraction "
+       "of the footprint)",
+       ParamRange::Closed(0, 1e9)},
       {"ssd", ParamType::kBool, c.link.storage.present ? "true" : "false",
        "storage behind the device: evictions past the host's line go to it (sim and uffd "
        "backends)"},
@@ -191,6 +198,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.kernel_launch_ns = std::llround(params->Double("launch_us") * 1e3);
   c.kernel_grid_ns = std::llround(params->Double("grid_us") * 1e3);
   c.warps_per_sm = static_cast<int>(params->Int("warps"));
+  c.memory_bytes = static_cast<uint64_t>(std::llround(params->Double("memory_gib") * (1ull << 30)));
   c.link.storage.present = params->Bool("ssd");
   c.host_memory_bytes = static_cast<uint64_t>(std::llround(params->Double("host_gib") * (1ull << 30)));
   c.link.storage.read_bytes_per_second = params->Double("ssd_read_gbps") * 1e9;

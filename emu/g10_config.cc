@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/container/flat_hash_set.h"
@@ -88,7 +89,7 @@ absl::StatusOr<G10Machine> ParseG10Config(absl::string_view text, absl::string_v
     } else if (key == "SSD_write_latency_us") {
       d.link.storage.write_latency_ns = std::llround(value * 1e3);
     } else if (key == "GPU_memory_size_GB") {
-      machine.gpu_memory_bytes = static_cast<uint64_t>(std::llround(value * kGiB));
+      machine.device.memory_bytes = static_cast<uint64_t>(std::llround(value * kGiB));
     } else {
       return error("G10's simulator knows no key");
     }
@@ -109,7 +110,7 @@ absl::StatusOr<G10Machine> ParseG10Config(absl::string_view text, absl::string_v
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: SSD_PCIe_bandwidth_GBps must be positive", source));
   }
-  if (machine.gpu_memory_bytes == 0u) {
+  if (machine.device.memory_bytes == 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: GPU_memory_size_GB must be positive", source));
   }

@@ -11,7 +11,7 @@
 //   CPU_memory_line_GB                         host_gib (GiB, as G10 counts)
 //   SSD_PCIe_bandwidth_GBps                    ssd_read_gbps and ssd_write_gbps
 //   SSD_read_latency_us, SSD_write_latency_us  ssd_read_us, ssd_write_us
-//   GPU_memory_size_GB                         the capacity (GiB), unless --capacity
+//   GPU_memory_size_GB                         memory_gib: the default capacity (GiB)
 // The rest describe G10's experiment (its model files, policy and output)
 // or parts of its model umlab does not have (GPU_frequency_GHz for its
 // cycle clock, GPU_malloc_uspB and GPU_free_uspB, PCIe_batch_size_page,
@@ -21,7 +21,6 @@
 #define UMLAB_EMU_G10_CONFIG_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +32,7 @@ namespace umlab {
 
 struct G10Machine {
   DeviceConfig device;
-  std::optional<uint64_t> gpu_memory_bytes;  // GPU_memory_size_GB, if given
-  std::vector<std::string> ignored;          // keys read but not applied, in file order
+  std::vector<std::string> ignored;  // keys read but not applied, in file order
 };
 
 // Parses the text of a G10 config file; `source` names it in errors.

@@ -194,8 +194,14 @@ TEST(CliTest, TheModelOfTheUnmodifiedDriverRefusesADeviceWithStorage) {
     EXPECT_TRUE(IsOneLine(refused.err)) << refused.err;
     EXPECT_THAT(refused.err, HasSubstr("storage tier")) << backend;
   }
-  const Outcome sim = Umlab(With({"run", "--device=g10-a100", "--format=json",
+  const Outcome sim = Umlab(With({"run", "--device=g10-a100", "--format=json", "--capacity=0.5",
                                   "--device-param", "host_gib=0.001"}));
+  ASSERT_EQ(sim.code, kExitOk) << sim.err;
+  EXPECT_THAT(sim.out, HasSubstr("\"capacity_bytes\":6291456,"));
+  // Without --capacity, the preset's 40 GiB of GPU memory.
+  const Outcome whole = Umlab(With({"run", "--device=g10-a100", "--format=json"}));
+  ASSERT_EQ(whole.code, kExitOk) << whole.err;
+  EXPECT_THAT(whole.out, HasSubstr("\"capacity_bytes\":42949672960,"));
   ASSERT_EQ(sim.code, kExitOk) << sim.err;
   EXPECT_THAT(sim.out, HasSubstr("\"storage_write_bytes\""));
   EXPECT_THAT(sim.out, Not(HasSubstr("\"storage_write_bytes\":0,")));

@@ -192,6 +192,8 @@ TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
   EXPECT_EQ(g10->link.storage.read_latency_ns, 20000);
   EXPECT_EQ(g10->link.storage.write_latency_ns, 16000);
   EXPECT_EQ(g10->host_memory_bytes, 128ull << 30);
+  EXPECT_EQ(g10->memory_bytes, 40ull << 30);
+  EXPECT_EQ(h200->memory_bytes, 0u);
   EXPECT_EQ(g10->link.h2d_bytes_per_second, 15.754e9);
   EXPECT_EQ(g10->fault_latency_ns, 45000);
   EXPECT_FALSE(h200->link.storage.present);
@@ -256,7 +258,7 @@ TEST(G10ConfigTest, ReadsTheMachineOfG10sExampleConfig) {
   EXPECT_EQ(d.link.storage.read_latency_ns, 12000);
   EXPECT_EQ(d.link.storage.write_latency_ns, 16000);
   EXPECT_EQ(d.host_memory_bytes, 128ull << 30);
-  EXPECT_EQ(machine->gpu_memory_bytes, 40ull << 30);
+  EXPECT_EQ(d.memory_bytes, 40ull << 30);
   EXPECT_EQ(d.compute.sm_count, 108);  // the g10-a100 preset's
   EXPECT_EQ(machine->ignored.front(), "output_folder");
   EXPECT_EQ(machine->ignored.back(), "delta_parameter");
@@ -271,7 +273,7 @@ TEST(G10ConfigTest, HostTrafficTakesTheSlowerPcieAndCommentsAreSkipped) {
   ASSERT_TRUE(machine.ok()) << machine.status();
   EXPECT_EQ(machine->device.link.h2d_bytes_per_second, 8e9);
   EXPECT_EQ(machine->device.host_memory_bytes, 0u);  // G10GDSSSD: all to storage
-  EXPECT_FALSE(machine->gpu_memory_bytes.has_value());
+  EXPECT_EQ(machine->device.memory_bytes, 40ull << 30);  // the g10-a100 preset's
 }
 
 TEST(G10ConfigTest, BadLinesAreOneLineErrorsWithTheirLine) {

@@ -34,6 +34,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           PositiveRate(d.link.storage.write_bytes_per_second));
   Require(d.link.latency_ns >= 0 && d.fault_latency_ns >= 0);
   Require(d.link.storage.read_latency_ns >= 0 && d.link.storage.write_latency_ns >= 0);
-  Require(!machine->gpu_memory_bytes.has_value() || *machine->gpu_memory_bytes > 0);
+  Require(d.memory_bytes > 0);
   return 0;
 }

@@ -10,16 +10,10 @@
 #include <string>
 
 #include "emu/g10_config.h"
+#include "fuzz_require.h"  // beside this file: the layers keep tests/ off the path
 
-namespace {
-
-void Require(bool condition) {
-  if (!condition) std::abort();
-}
-
-bool PositiveRate(double value) { return std::isfinite(value) && value > 0; }
-
-}  // namespace
+using umlab::fuzz::PositiveRate;
+using umlab::fuzz::Require;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -66,7 +66,7 @@ Engine::Engine(Backend& backend, Policy& policy, uint64_t capacity_frames,
       config_(config),
       unlimited_(policy.UnlimitedCapacity()),
       memory_(policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames,
-              config.has_storage ? config.host_capacity_pages : 0, config.has_storage) {
+              config.host_capacity_pages, config.has_storage) {
   config_.batch_size = std::max(1, config_.batch_size);
   raw_batch_.resize(config_.batch_size);
   policy_.Bind(this);
@@ -118,9 +118,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
       ForEachBlockRange(event.address, event.size, false,
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
-                          const PageMask fresh = pages & ~block.resident & ~block.in_flight;
-                          block.invalid |= fresh;
-                          memory_.ForgetCopies(block, fresh);
+                          memory_.LoseData(block, pages & ~block.resident & ~block.in_flight);
                           ChangePages(block, [&] { block.inactive &= ~pages; });
                         });
       break;
@@ -431,8 +429,7 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   stats_.d2h_bytes += transfer.copy_bytes();
   stats_.storage_write_bytes += transfer.storage_bytes();
 
-  victim.invalid |= drop;
-  memory_.ForgetCopies(victim, drop);
+  memory_.LoseData(victim, drop);
   memory_.PlaceCopies(victim, transfer.copy,
                       transfer.storage.any() ? MemoryTier::kStorage : MemoryTier::kHost);
   NoteTierPeaks();
@@ -511,9 +508,7 @@ void Engine::OnDevicePagesEvicted(BlockNumber number, const PageMask& pages) {
 void Engine::OnDevicePagesDiscarded(BlockNumber number, const PageMask& pages) {
   OnDevicePagesEvicted(number, pages);
   if (BlockState* block = memory_.FindMutable(number); block != nullptr) {
-    const PageMask gone = pages & ~block->resident & ~block->in_flight;
-    block->invalid |= gone;
-    memory_.ForgetCopies(*block, gone);
+    memory_.LoseData(*block, pages & ~block->resident & ~block->in_flight);
   }
 }
 

@@ -104,6 +104,12 @@ class MemoryState : public MemoryView {
   // `pages` hold no data any more (freed, or dropped without write-back):
   // their copies are released wherever they were.
   void ForgetCopies(BlockState& block, const PageMask& pages);
+  // `pages` lose their data: invalid (the next population zero-fills them),
+  // and their copies released.
+  void LoseData(BlockState& block, const PageMask& pages) {
+    block.invalid |= pages;
+    ForgetCopies(block, pages);
+  }
 
   // Finds or creates the record of a block.
   BlockState& Get(BlockNumber block);

@@ -28,10 +28,14 @@ Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_fo
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
 }
 
-int PcieLink::LaneOf(const LinkTransfer& transfer) const {
+int PcieLink::LaneOf(LinkDirection direction, bool via_storage) const {
   if (!config_.full_duplex) return 0;
-  const int direction = static_cast<int>(transfer.direction);
-  return transfer.storage_bytes > 0 && config_.storage.present ? 2 + direction : direction;
+  const int d = static_cast<int>(direction);
+  return via_storage && has_storage() ? 2 + d : d;
+}
+
+int PcieLink::StorageLaneBeside(int lane) const {
+  return config_.full_duplex && has_storage() && lane < 2 ? 2 + lane : -1;
 }
 
 void PcieLink::Submit(const LinkTransfer& transfer, Nanos now) {
@@ -48,7 +52,7 @@ void PcieLink::Enqueue(const LinkTransfer& transfer, Nanos now) {
     instant_.emplace_back(std::max(now, transfer.ready_ns), transfer.id);
     return;
   }
-  const int lane = LaneOf(transfer);
+  const int lane = LaneOf(transfer.direction, transfer.storage_bytes > 0);
   LinkTransfer queued = transfer;
   queued.ready_ns = std::max(now, transfer.ready_ns);
   lanes_[lane].waiting[static_cast<int>(transfer.priority)].push_back(queued);
@@ -63,9 +67,9 @@ void PcieLink::StartNext(int lane_index, Nanos now) {
     lane.current = queue.front();
     queue.pop_front();
     lane.active = true;
-    const bool via_storage = lane.current.storage_bytes > 0 && config_.storage.present;
-    // A host lane beside the busy storage lane of its direction (full duplex).
-    const bool storage_busy = lane_index < 2 && config_.full_duplex && lanes_[2 + lane_index].active;
+    const bool via_storage = lane.current.storage_bytes > 0 && has_storage();
+    const int beside = StorageLaneBeside(lane_index);
+    const bool storage_busy = beside >= 0 && lanes_[beside].active;
     const Nanos duration = Duration(lane.current.direction, lane.current.bytes,
                                     lane.current.evicts_for_room, via_storage, storage_busy);
     lane.end_ns = now + duration;

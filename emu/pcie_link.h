@@ -66,6 +66,16 @@ class PcieLink {
   Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true,
                  bool via_storage = false, bool storage_busy = false) const;
 
+  // Lanes: host-to-device, device-to-host, then the same two for storage
+  // (with a storage tier); half duplex: everything in lane 0. The uffd
+  // throttle books the same lanes.
+  static constexpr int kLanes = 4;
+  bool has_storage() const { return config_.storage.present; }
+  int LaneOf(LinkDirection direction, bool via_storage) const;
+  // The storage lane that shares the link with host lane `lane` (full duplex
+  // only), or -1.
+  int StorageLaneBeside(int lane) const;
+
   void Submit(const LinkTransfer& transfer, Nanos now);
 
   // When something next happens (a start or a completion); kNever if idle.
@@ -91,15 +101,12 @@ class PcieLink {
   };
 
   void Enqueue(const LinkTransfer& transfer, Nanos now);
-  // Lanes: host-to-device, device-to-host, then the same two for storage.
-  // Half duplex: everything waits in lane 0.
-  int LaneOf(const LinkTransfer& transfer) const;
   void StartNext(int lane_index, Nanos now);
   Nanos LaneNextEvent(const Lane& lane) const;
   void Complete(TransferId id, Nanos now, std::vector<TransferId>& completed);
 
   LinkConfig config_;
-  std::array<Lane, 4> lanes_;
+  std::array<Lane, kLanes> lanes_;
   // Zero-byte transfers that are ready, by completion time.
   std::vector<std::pair<Nanos, TransferId>> instant_;
   // Transfers waiting for another one to finish, keyed by that one's id.

@@ -42,8 +42,6 @@ void SleepUntilNanos(Nanos deadline) {
 
 PcieThrottle::PcieThrottle(const LinkConfig& link, double dilation, bool enabled)
     : link_(link),
-      full_duplex_(link.full_duplex),
-      has_storage_(link.storage.present),
       dilation_(dilation),
       enabled_(enabled && dilation > 0) {}
 
@@ -60,13 +58,14 @@ Nanos PcieThrottle::Modelled(Nanos wall) const {
 Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now,
                             bool via_storage) {
   if (!enabled_ || bytes == 0) return now;
-  via_storage = via_storage && has_storage_;
-  const int d = static_cast<int>(direction);
+  // Half duplex (LinkConfig::full_duplex false): everything books lane 0.
+  const int lane = link_.LaneOf(direction, via_storage);
+  const int beside = link_.StorageLaneBeside(lane);
+  via_storage = via_storage && link_.has_storage();
   absl::MutexLock lock(&mu_);
-  // Half duplex (LinkConfig::full_duplex false): everything books one lane.
-  Nanos& busy = busy_until_[full_duplex_ ? d + (via_storage ? 2 : 0) : 0];
+  Nanos& busy = busy_until_[lane];
   const Nanos start = std::max(busy, now);
-  const bool storage_busy = full_duplex_ && !via_storage && busy_until_[2 + d] > start;
+  const bool storage_busy = beside >= 0 && busy_until_[beside] > start;
   busy = start + Dilate(link_.Duration(direction, bytes, true, via_storage, storage_busy));
   return busy;
 }

@@ -58,13 +58,11 @@ class PcieThrottle {
 
  private:
   PcieLink link_;  // for Duration() only: one formula for sim and uffd
-  bool full_duplex_;
-  bool has_storage_;
   double dilation_;
   bool enabled_;
   absl::Mutex mu_;
-  // Host-to-device, device-to-host, then the same for storage.
-  std::array<Nanos, 4> busy_until_ ABSL_GUARDED_BY(mu_) = {0, 0, 0, 0};
+  // By PcieLink's lanes.
+  std::array<Nanos, PcieLink::kLanes> busy_until_ ABSL_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace umlab

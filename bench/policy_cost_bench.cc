@@ -126,9 +126,12 @@ class CountingContext final : public PolicyContext {
   Nanos now() const override { return 0; }
   uint32_t current_exec_id() const override { return 0; }
   void Prefetch(BlockNumber, const PageMask&, uint32_t) override { ++queued_; }
+  void Populate(BlockNumber, const PageMask&) override {}
   void CancelPrefetches() override { queued_ = 0; }
   size_t queued_prefetches() const override { return queued_; }
   void PreEvict(BlockNumber) override {}
+  void PreEvictPages(BlockNumber, const PageMask&, MemoryTier) override {}
+  void Discard(BlockNumber, const PageMask&) override {}
   void SetPinned(BlockNumber, bool) override {}
 
  private:

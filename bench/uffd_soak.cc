@@ -209,6 +209,15 @@ int Main(int argc, char** argv) {
       return 1;
     }
     SoakProgram program(flags, 20240601 + turn);
+    // A planning policy (g10) reads the same program ahead of the run.
+    SoakProgram ahead(flags, 20240601 + turn);
+    if (absl::Status planned = PlanAhead(**policy, ahead, device,
+                                         static_cast<uint64_t>(flags.frames) * kBlockSize);
+        !planned.ok()) {
+      std::fprintf(stderr, "uffd_soak: policy %s: %s\n", name.c_str(),
+                   std::string(planned.message()).c_str());
+      return 1;
+    }
     const testing::UffdRun run =
         testing::RunOnUffd(program, static_cast<uint64_t>(flags.frames), **policy, device, options);
     ++runs;

@@ -3,32 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "core/block_range.h"
 
 namespace umlab {
 namespace {
-
-// Calls fn(block, pages) for each block that [address, address+size) spans,
-// with the pages of that block in the range: every page the range touches,
-// or with `whole_pages_only` only the pages it covers whole. Activation uses
-// the first (a page shared with a live tensor is live); deactivation the
-// second, since invalidating a shared page would lose its neighbour's bytes.
-template <typename Fn>
-void ForEachBlockRange(uint64_t address, uint64_t size, bool whole_pages_only, Fn fn) {
-  if (size == 0) return;
-  uint64_t first = address / kPageSize;
-  uint64_t end = (address + size + kPageSize - 1) / kPageSize;  // exclusive
-  if (whole_pages_only) {
-    first = (address + kPageSize - 1) / kPageSize;
-    end = (address + size) / kPageSize;
-  }
-  for (uint64_t page = first; page < end;) {
-    const BlockNumber block = BlockOfPage(page);
-    const uint64_t block_end = FirstPageOfBlock(block + 1);
-    const uint64_t stop = std::min(end, block_end);
-    fn(block, PageRangeMask(PageIndexInBlock(page), static_cast<int>(stop - page)));
-    page = stop;
-  }
-}
 
 IterationStats Snapshot(const RunStats& stats) {
   IterationStats s;
@@ -128,23 +106,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
       ForEachBlockRange(event.address, event.size, false,
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
-                          const PageMask dropped = block.resident & pages;
-                          if (dropped.any()) {
-                            backend_.Invalidate(number, dropped);
-                            ChangePages(block, [&] { block.resident &= ~dropped; });
-                            block.prefetched &= ~dropped;
-                            stats_.invalidated_bytes += MaskBytes(dropped);
-                            Record(EventKind::kInvalidate, number, MaskBytes(dropped), 0);
-                            Notify([&](EngineObserver& o) {
-                              o.OnInvalidated(number, MaskBytes(dropped), backend_.Now());
-                            });
-                          }
-                          block.invalid |= pages & ~block.in_flight;
-                          memory_.ForgetCopies(block, pages);
-                          if (block.has_frame && block.resident.none() &&
-                              block.in_flight.none() && block.transfers_in_flight == 0) {
-                            memory_.ReleaseFrame(block);
-                          }
+                          DropResident(block, pages);
                           if (pages.all()) policy_.OnBlockFreed(number);
                         });
       NoteFreeSpace();
@@ -168,8 +130,29 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
   }
 }
 
+void Engine::DropResident(BlockState& block, const PageMask& pages) {
+  const PageMask dropped = block.resident & pages;
+  if (dropped.any()) {
+    backend_.Invalidate(block.number, dropped);
+    ChangePages(block, [&] { block.resident &= ~dropped; });
+    block.prefetched &= ~dropped;
+    stats_.invalidated_bytes += MaskBytes(dropped);
+    Record(EventKind::kInvalidate, block.number, MaskBytes(dropped), 0);
+    Notify([&](EngineObserver& o) {
+      o.OnInvalidated(block.number, MaskBytes(dropped), backend_.Now());
+    });
+  }
+  block.invalid |= pages & ~block.in_flight;
+  memory_.ForgetCopies(block, pages);
+  if (block.has_frame && block.resident.none() && block.in_flight.none() &&
+      block.transfers_in_flight == 0) {
+    memory_.ReleaseFrame(block);
+  }
+}
+
 void Engine::BeginIteration(uint64_t index) {
   CloseIteration();
+  policy_.OnIterationBegin(index);
   Notify([&](EngineObserver& o) { o.OnIterationBegin(index, backend_.Now()); });
   in_iteration_ = true;
   iteration_start_ = Snapshot(stats_);
@@ -406,7 +389,13 @@ std::optional<TransferId> Engine::ObtainFrame(BlockState& block, VictimReason re
 }
 
 TransferId Engine::EvictBlock(BlockState& victim) {
-  const PageMask pages = victim.resident;
+  return EvictPages(victim, victim.resident, std::nullopt);
+}
+
+TransferId Engine::EvictPages(BlockState& victim, PageMask pages,
+                              std::optional<MemoryTier> tier) {
+  pages &= victim.resident;
+  const bool whole = pages == victim.resident;
   const PageMask drop = policy_.PagesToDrop(victim) & pages;
   const PageUse use = backend_.QueryUse(victim.number);
   Transfer transfer;
@@ -420,7 +409,7 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   transfer.copy = pages & ~drop & (memory_.has_storage() ? pages : use.dirty);
   transfer.not_before = backend_.Now();
   if (memory_.has_storage() && transfer.copy.any() &&
-      (policy_.EvictTo(victim) == MemoryTier::kStorage ||
+      (tier.value_or(policy_.EvictTo(victim)) == MemoryTier::kStorage ||
        memory_.HostFull((transfer.copy & ~victim.on_host).count()))) {
     transfer.storage = transfer.copy;
   }
@@ -435,7 +424,11 @@ TransferId Engine::EvictBlock(BlockState& victim) {
   NoteTierPeaks();
   victim.transfers_in_flight += 1;
   victim.last_eviction = transfer.id;
-  ReleaseResidency(victim, use);
+  if (whole) {
+    ReleaseResidency(victim, use);
+  } else {
+    ReleasePages(victim, pages, use);
+  }
   inflight_.emplace(transfer.id, InFlight{transfer, PageMask()});
 
   if (drop.any()) {
@@ -524,7 +517,7 @@ void Engine::OnDevicePagesArrived(BlockNumber number, const PageMask& pages) {
 
 TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
                                   const PageMask& prefetched, TransferKind kind,
-                                  TransferId after) {
+                                  TransferId after, bool limited) {
   Transfer transfer;
   transfer.id = next_transfer_id_++;
   transfer.kind = kind;
@@ -551,8 +544,9 @@ TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
   ChangePages(block, [&] { block.in_flight |= pages; });
   block.transfers_in_flight += 1;
   memory_.TouchMigrated(block, backend_.Now());
-  inflight_.emplace(transfer.id, InFlight{transfer, copied_prefetch});
-  if (kind == TransferKind::kPrefetch) ++prefetches_in_flight_;
+  limited = limited && kind == TransferKind::kPrefetch;
+  inflight_.emplace(transfer.id, InFlight{transfer, copied_prefetch, limited});
+  if (limited) ++prefetches_in_flight_;
 
   Record(EventKind::kMigrate, block.number, transfer.copy_bytes(),
          static_cast<uint8_t>(kind == TransferKind::kFaultMigration
@@ -568,6 +562,7 @@ void Engine::OnTransferComplete(TransferId id) {
   if (it == inflight_.end()) return;
   const Transfer transfer = it->second.transfer;
   const PageMask prefetched = it->second.prefetched;
+  const bool limited = it->second.limited;
   inflight_.erase(it);
   BlockState& block = memory_.Get(transfer.block);
   block.transfers_in_flight -= 1;
@@ -580,7 +575,7 @@ void Engine::OnTransferComplete(TransferId id) {
     });
     block.prefetched |= prefetched;
     if (tracking_pages_ && prefetched.any()) unconfirmed_prefetches_.insert(block.number);
-    if (transfer.kind == TransferKind::kPrefetch) --prefetches_in_flight_;
+    if (limited) --prefetches_in_flight_;
     policy_.OnMigrated(transfer.block, transfer.pages, transfer.kind);
   }
   if (batch_outstanding_.erase(id) > 0) {
@@ -603,9 +598,30 @@ void Engine::Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id
   prefetch_queue_.push_back(PrefetchRequest{block, pages, exec_id});
 }
 
+void Engine::Populate(BlockNumber block, const PageMask& pages) {
+  if (pages.any()) populate_queue_.push_back(PrefetchRequest{block, pages, current_exec_id_});
+}
+
 void Engine::CancelPrefetches() { prefetch_queue_.clear(); }
 
-void Engine::PreEvict(BlockNumber block) { pre_evict_queue_.push_back(block); }
+void Engine::PreEvict(BlockNumber block) {
+  pre_evict_queue_.push_back(PreEvictRequest{block, FullPageMask(), std::nullopt});
+}
+
+void Engine::PreEvictPages(BlockNumber block, const PageMask& pages, MemoryTier tier) {
+  if (pages.any()) pre_evict_queue_.push_back(PreEvictRequest{block, pages, tier});
+}
+
+void Engine::Discard(BlockNumber number, const PageMask& pages) {
+  BlockState* block = memory_.FindMutable(number);
+  if (block == nullptr) return;
+  // Only garbage goes; pages on their way keep their data until they land.
+  const PageMask garbage = pages & block->inactive & ~block->in_flight;
+  if (garbage.none()) return;
+  DropResident(*block, garbage);
+  NoteFreeSpace();
+  EndStep();
+}
 
 void Engine::SetPinned(BlockNumber block, bool pinned) {
   memory_.Get(block).pinned = pinned;
@@ -613,13 +629,28 @@ void Engine::SetPinned(BlockNumber block, bool pinned) {
 
 void Engine::PumpPrefetches() {
   while (!pre_evict_queue_.empty()) {
-    BlockState* victim = memory_.FindMutable(pre_evict_queue_.front());
+    const PreEvictRequest request = pre_evict_queue_.front();
     pre_evict_queue_.pop_front();
-    if (victim != nullptr && victim->Evictable()) {
-      EvictBlock(*victim);
-      ++stats_.pre_evictions;
-      NoteFreeSpace();
+    BlockState* victim = memory_.FindMutable(request.block);
+    if (victim == nullptr || !victim->Evictable() || (request.pages & victim->resident).none()) {
+      continue;
     }
+    EvictPages(*victim, request.pages, request.tier);
+    ++stats_.pre_evictions;
+    NoteFreeSpace();
+  }
+  while (!populate_queue_.empty()) {
+    const PrefetchRequest request = populate_queue_.front();
+    populate_queue_.pop_front();
+    BlockState& block = memory_.Get(request.block);
+    const PageMask pages = request.pages & block.invalid & ~block.resident & ~block.in_flight;
+    if (pages.none()) continue;
+    std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
+    if (!after.has_value()) {
+      ++stats_.prefetches_dropped;
+      continue;
+    }
+    IssueMigration(block, pages, pages, TransferKind::kPrefetch, *after, /*limited=*/false);
   }
   while (prefetches_in_flight_ < config_.prefetch_inflight_limit &&
          !prefetch_queue_.empty()) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -149,9 +150,12 @@ class Engine final : public TransferListener, private PolicyContext {
   Nanos now() const override { return backend_.Now(); }
   uint32_t current_exec_id() const override { return current_exec_id_; }
   void Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id) override;
+  void Populate(BlockNumber block, const PageMask& pages) override;
   void CancelPrefetches() override;
   size_t queued_prefetches() const override { return prefetch_queue_.size(); }
   void PreEvict(BlockNumber block) override;
+  void PreEvictPages(BlockNumber block, const PageMask& pages, MemoryTier tier) override;
+  void Discard(BlockNumber block, const PageMask& pages) override;
   void SetPinned(BlockNumber block, bool pinned) override;
 
   void ServiceBatch(size_t count);
@@ -161,6 +165,12 @@ class Engine final : public TransferListener, private PolicyContext {
   // migration must wait for (0: none), or nullopt if no frame can be had.
   std::optional<TransferId> ObtainFrame(BlockState& block, VictimReason reason);
   TransferId EvictBlock(BlockState& victim);
+  // Evicts `pages` (resident ones) of `victim` to `tier`, or where the
+  // policy's EvictTo says when none is given. The block gives its frame
+  // back when no page is left.
+  TransferId EvictPages(BlockState& victim, PageMask pages, std::optional<MemoryTier> tier);
+  // Drops resident `pages` without a write-back.
+  void DropResident(BlockState& block, const PageMask& pages);
   // What every eviction does to the engine's books, whoever chose it: counts
   // it, forgets the block's pages (`use` says which were accessed) and
   // frees its frame.
@@ -168,9 +178,11 @@ class Engine final : public TransferListener, private PolicyContext {
   // The part of it that concerns pages: counts the eviction and forgets
   // `pages` (`use` says which were accessed); the frame stays.
   void ReleasePages(BlockState& block, PageMask pages, const PageUse& use);
+  // `limited`: a prefetch that counts toward prefetch_inflight_limit (a
+  // populate does not: it moves no bytes).
   TransferId IssueMigration(BlockState& block, const PageMask& pages,
                             const PageMask& prefetched, TransferKind kind,
-                            TransferId after);
+                            TransferId after, bool limited = true);
   void PumpPrefetches();
   void ApplyAllocatorEvent(const Event& event);
   void BeginIteration(uint64_t index);
@@ -238,6 +250,7 @@ class Engine final : public TransferListener, private PolicyContext {
   struct InFlight {
     Transfer transfer;
     PageMask prefetched;
+    bool limited = false;  // counted in prefetches_in_flight_
   };
 
   TransferId next_transfer_id_ = 1;
@@ -253,7 +266,13 @@ class Engine final : public TransferListener, private PolicyContext {
   std::vector<FaultedBlock> faulted_blocks_;
 
   std::deque<PrefetchRequest> prefetch_queue_;
-  std::deque<BlockNumber> pre_evict_queue_;
+  std::deque<PrefetchRequest> populate_queue_;
+  struct PreEvictRequest {
+    BlockNumber block;
+    PageMask pages;                   // all: the whole block
+    std::optional<MemoryTier> tier;   // none: the policy's EvictTo
+  };
+  std::deque<PreEvictRequest> pre_evict_queue_;
   int prefetches_in_flight_ = 0;
 
   uint32_t current_exec_id_ = 0;

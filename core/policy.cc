@@ -12,4 +12,12 @@ PolicyRegistry& Policies() {
   return *registry;
 }
 
+absl::Status PlanAhead(Policy& policy, EventSource& program, const DeviceConfig& device,
+                       uint64_t capacity_bytes) {
+  if (!policy.PlansAhead()) return absl::OkStatus();
+  absl::StatusOr<ProgramGraph> graph = ReadProgramGraph(program);
+  if (!graph.ok()) return graph.status();
+  return policy.Plan(PlanInput{*graph, device, capacity_bytes});
+}
+
 }  // namespace umlab

@@ -7,7 +7,10 @@
 //   - which block to evict when a frame is needed (ChooseVictim),
 //   - which pages of a victim to drop instead of writing back (PagesToDrop),
 //   - where a victim's pages go, host memory or storage (EvictTo),
-//   - what to prefetch and pre-evict ahead of need (through PolicyContext).
+//   - what to prefetch, pre-evict and discard ahead of need (through
+//     PolicyContext).
+// A policy may also plan over the whole program before it runs (PlansAhead,
+// Plan: G10's planner), then act on its plan at kernel boundaries.
 // Policies depend on core only, never on a backend.
 #ifndef UMLAB_CORE_POLICY_H_
 #define UMLAB_CORE_POLICY_H_
@@ -17,11 +20,16 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/device_config.h"
 #include "core/event.h"
+#include "core/event_source.h"
 #include "core/fault.h"
 #include "core/memory_state.h"
+#include "core/memory_tier.h"
 #include "core/policy_stats.h"
+#include "core/program_graph.h"
 #include "core/registry.h"
 
 namespace umlab {
@@ -60,13 +68,38 @@ class PolicyContext {
   // Queue pages of a block for migration ahead of need, for the kernel
   // `exec_id`. Resident and in-flight pages are skipped when it is issued.
   virtual void Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id) = 0;
+  // Make `pages` of a block resident ahead of first touch where they hold no
+  // data yet (G10's pre-allocation): they are populated in place, no bytes
+  // move, and, since they do not occupy the link, they neither wait behind
+  // queued prefetches nor count toward the prefetches in flight. Pages with
+  // data are left alone (Prefetch brings those).
+  virtual void Populate(BlockNumber block, const PageMask& pages) = 0;
   // Drop every prefetch queued and not yet issued.
   virtual void CancelPrefetches() = 0;
   virtual size_t queued_prefetches() const = 0;
   // Evict a block ahead of need, so a later migration finds a free frame.
   virtual void PreEvict(BlockNumber block) = 0;
+  // Evict some pages of a block ahead of need (a tensor's, say), to `tier`
+  // on a device with storage; past the host's line they go to storage
+  // whatever the tier. Pages not resident are skipped. The block keeps its
+  // frame while any page stays. Like PreEvict, nothing happens to a block
+  // that is pinned or has a transfer in flight when the request is issued.
+  virtual void PreEvictPages(BlockNumber block, const PageMask& pages, MemoryTier tier) = 0;
+  // Drop the data of those `pages` the allocator holds free (G10's
+  // pre-deallocation of a dead tensor): resident ones leave the device
+  // without a write-back, copies on the host or in storage are forgotten,
+  // and an emptied block gives its frame back. Active pages are left alone,
+  // so a wrong plan costs time, never data.
+  virtual void Discard(BlockNumber block, const PageMask& pages) = 0;
   // Forbid or allow evicting a block (thrashing mitigation).
   virtual void SetPinned(BlockNumber block, bool pinned) = 0;
+};
+
+// What a planning policy is given before the run (Policy::Plan).
+struct PlanInput {
+  const ProgramGraph& program;
+  const DeviceConfig& device;
+  uint64_t capacity_bytes = 0;  // the device memory the run may use
 };
 
 class Policy {
@@ -76,7 +109,18 @@ class Policy {
   // Called once by the engine before the run.
   void Bind(PolicyContext* context) { context_ = context; }
 
+  // --- Planning ---
+  // True for a policy that plans over the whole program before it runs: the
+  // runner then reads the program ahead and calls Plan() once, before the
+  // first event. A run that cannot show the program ahead (a live PyTorch
+  // session) refuses such a policy.
+  virtual bool PlansAhead() const { return false; }
+  virtual absl::Status Plan(const PlanInput& /*input*/) { return absl::OkStatus(); }
+
   // --- Hooks ---
+  // The program's iteration marker (its index), before that iteration's
+  // first event.
+  virtual void OnIterationBegin(uint64_t /*iteration*/) {}
   virtual void OnFaultBatch(const FaultBatch& /*batch*/) {}
   virtual void OnKernelBegin(uint32_t /*exec_id*/) {}
   virtual void OnKernelEnd(uint32_t /*exec_id*/) {}
@@ -135,6 +179,12 @@ using PolicyRegistry = Registry<Policy>;
 
 // The process-wide registry every policy adds itself to.
 PolicyRegistry& Policies();
+
+// Reads `program` ahead and lets `policy` plan over it, for a policy that
+// PlansAhead(); nothing for the others. `program` is read to its end, so
+// the run needs a fresh source.
+absl::Status PlanAhead(Policy& policy, EventSource& program, const DeviceConfig& device,
+                       uint64_t capacity_bytes);
 
 }  // namespace umlab
 

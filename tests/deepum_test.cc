@@ -194,9 +194,18 @@ class FakeContext final : public PolicyContext {
     EXPECT_EQ(pages, FullPageMask());
     prefetches.emplace_back(block, exec_id);
   }
+  void Populate(BlockNumber, const PageMask&) override {
+    ADD_FAILURE() << "deepum never populates ahead";
+  }
   void CancelPrefetches() override { ++cancels; }
   size_t queued_prefetches() const override { return prefetches.size(); }
   void PreEvict(BlockNumber block) override { pre_evictions.push_back(block); }
+  void PreEvictPages(BlockNumber, const PageMask&, MemoryTier) override {
+    ADD_FAILURE() << "deepum pre-evicts whole blocks";
+  }
+  void Discard(BlockNumber, const PageMask&) override {
+    ADD_FAILURE() << "deepum invalidates through PagesToDrop, not Discard";
+  }
   void SetPinned(BlockNumber block, bool pinned) override { memory_.Get(block).pinned = pinned; }
 
   // Gives `block` a frame, migrated at `time`.

@@ -1,5 +1,7 @@
 // The fault-service engine on the sim backend, on hand-built programs whose
 // right answers are worked out in the comments.
+#include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -329,6 +331,89 @@ TEST(FaultServiceTest, FreedMemoryReleasesItsCopies) {
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.stats.h2d_bytes, 0u);
   EXPECT_EQ(run.stats.zero_filled_bytes, 8 * kBlock);
+}
+
+// Acts at the start of chosen kernels (counted from 0): the PolicyContext
+// requests a planning policy makes, one at a time.
+class ActsAtKernels final : public Policy {
+ public:
+  using Action = std::function<void(PolicyContext&)>;
+  explicit ActsAtKernels(std::map<int, Action> actions) : actions_(std::move(actions)) {}
+  void OnKernelBegin(uint32_t /*exec_id*/) override {
+    if (auto it = actions_.find(kernel_++); it != actions_.end()) it->second(context());
+  }
+
+ private:
+  std::map<int, Action> actions_;
+  int kernel_ = 0;
+};
+
+BlockNumber Block(int index) { return BlockOfAddress(ProgramBuilder::BlockAddress(index)); }
+
+TEST(FaultServiceTest, PreEvictingPartOfABlockKeepsItsFrameAndTheRest) {
+  ProgramBuilder p;
+  p.Alloc(0, 1);
+  p.Kernel(1, 1000, {0}, /*write=*/true);
+  p.Begin(2, 1000).Access(ProgramBuilder::BlockAddress(0) + kBlock / 2, kBlock / 2, false).End(2);
+  p.Kernel(3, 1000, {0});
+  const PageMask first_half = PageRangeMask(0, kPagesPerBlock / 2);
+  ActsAtKernels policy({{1, [&](PolicyContext& c) {
+                           c.PreEvictPages(Block(0), first_half, MemoryTier::kHost);
+                         }}});
+  const SimRun run = RunOnSim(p, 1, policy);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // Half the block goes home; kernel 2 reads the other half without a
+  // fault; kernel 3 faults the first half back into the same frame.
+  EXPECT_EQ(run.stats.pre_evictions, 1u);
+  EXPECT_EQ(run.stats.d2h_bytes, kBlock / 2);
+  EXPECT_EQ(run.stats.h2d_bytes, kBlock / 2);
+  EXPECT_EQ(run.stats.faulted_pages, kPagesPerBlock + kPagesPerBlock / 2u);
+  EXPECT_EQ(run.stats.peak_used_frames, 1u);
+}
+
+TEST(FaultServiceTest, DiscardDropsOnlyWhatTheAllocatorFreed) {
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  p.Kernel(1, 1000, {0}, /*write=*/true);
+  p.Deactivate(ProgramBuilder::BlockAddress(0), kBlock / 2);  // the first half dies
+  p.Kernel(2, 1000, {});
+  p.Kernel(3, 1000, {1}, /*write=*/true);  // evicts block 0
+  ActsAtKernels policy({{1, [&](PolicyContext& c) { c.Discard(Block(0), FullPageMask()); }}});
+  const SimRun run = RunOnSim(p, 1, policy);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // The dead half leaves at once with no write-back; the live half is
+  // written back when block 1 needs the frame.
+  EXPECT_EQ(run.stats.invalidated_bytes, kBlock / 2);
+  EXPECT_EQ(run.stats.d2h_bytes, kBlock / 2);
+}
+
+TEST(FaultServiceTest, PopulatingMovesNoBytesAndDoesNotWaitBehindPrefetches) {
+  // Kernel 1 writes blocks 0-4, pre-evicted when kernel 2 starts. When
+  // kernel 3 starts, five prefetches of them queue (2.1 ms each, four in
+  // flight at most, so the fifth is issued only after 2.1 ms) and block 6
+  // is populated. Kernel 4, 3 ms later, writes block 6: it is resident,
+  // where a populate queued behind the prefetches would still be waiting.
+  ProgramBuilder p;
+  p.Alloc(0, 7);
+  p.Kernel(1, 1000, {0, 1, 2, 3, 4}, /*write=*/true);
+  p.Kernel(2, 20000000, {5});
+  p.Kernel(3, 3000000, {});
+  p.Kernel(4, 10000000, {6}, /*write=*/true);
+  ActsAtKernels policy(
+      {{1, [](PolicyContext& c) {
+          for (int b = 0; b < 5; ++b) c.PreEvictPages(Block(b), FullPageMask(), MemoryTier::kHost);
+        }},
+       {2, [](PolicyContext& c) {
+          for (int b = 0; b < 5; ++b) c.Prefetch(Block(b), FullPageMask(), 3);
+          c.Populate(Block(6), FullPageMask());
+          c.Populate(Block(0), FullPageMask());  // has data: left to the prefetch
+        }}});
+  const SimRun run = RunOnSim(p, 7, policy);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.faulted_pages, 6 * uint64_t{kPagesPerBlock});  // kernels 1 and 2 only
+  EXPECT_EQ(run.stats.h2d_bytes, 5 * kBlock);
+  EXPECT_EQ(run.stats.prefetch_bytes, 5 * kBlock);
+  EXPECT_EQ(run.stats.zero_filled_bytes, 7 * kBlock);
 }
 
 }  // namespace

@@ -40,8 +40,11 @@ inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, 
   config.replay = replay;
   config.check_invariants = true;
   Engine engine(backend, policy, frames, config);
-  VectorSource source = program.Source();
   SimRun run;
+  VectorSource plan_source = program.Source();
+  run.status = PlanAhead(policy, plan_source, device, capacity_frames * kBlockSize);
+  if (!run.status.ok()) return run;
+  VectorSource source = program.Source();
   run.status = backend.Run(source, engine, nullptr);
   if (run.status.ok()) run.status = engine.CheckInvariants();
   if (run.status.ok()) run.status = backend.CheckConsistency(engine);

@@ -221,6 +221,16 @@ absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
   result.backend = (*backend)->name();
   Engine engine(**backend, **policy, capacity_frames, engine_config);
 
+  if ((*policy)->PlansAhead()) {
+    absl::StatusOr<std::unique_ptr<EventSource>> ahead = program.Open();
+    if (!ahead.ok()) return ahead.status();
+    if (absl::Status planned =
+            PlanAhead(**policy, **ahead, request.device, result.capacity_bytes);
+        !planned.ok()) {
+      return planned;
+    }
+  }
+
   std::unique_ptr<TraceWriter> writer;
   std::unique_ptr<TraceRecorder> recorder;
   if (!request.record_path.empty()) {

@@ -104,6 +104,13 @@ absl::Status TorchSession::StartEngine() {
     return absl::InvalidArgumentError(
         absl::StrFormat("umlab_torch: --policy=%s: %s", options_.policy, policy.status().message()));
   }
+  if ((*policy)->PlansAhead()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "umlab_torch: policy %s plans over the whole program before it runs, and a live "
+        "training has no program to read ahead; record it (umlab torch --record=FILE.umt) and "
+        "replay the trace with umlab run --trace=FILE.umt",
+        options_.policy));
+  }
   policy_ = std::move(*policy);
   live_ = std::make_unique<LiveBackend>(options_.gpu, *launches_, options_.poll_interval_ns);
   const EngineConfig config = EngineConfigFor(*device);

@@ -1,0 +1,175 @@
+#include "core/program_graph.h"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+
+namespace umlab {
+namespace {
+
+// The program events a graph is made of, without the names that make Event
+// large: a long trace is held whole while it is read.
+struct SlimEvent {
+  EventKind kind;
+  AccessType access;
+  uint32_t exec_id;
+  uint64_t address;
+  uint64_t size;
+  uint64_t iteration;
+  Nanos duration_ns;
+};
+
+class GraphBuilder {
+ public:
+  // `tensor_begin` and `tensor_end` are the events that open and close a
+  // tensor: kActivate/kDeactivate, or kAlloc/kFree for a program without
+  // activations.
+  GraphBuilder(EventKind tensor_begin, EventKind tensor_end)
+      : tensor_begin_(tensor_begin), tensor_end_(tensor_end) {}
+
+  void Add(const SlimEvent& event) {
+    if (event.kind == EventKind::kIterationBegin) {
+      BeginIteration(event.iteration);
+    } else if (event.kind == tensor_begin_) {
+      Open(event.address, event.size);
+    } else if (event.kind == tensor_end_) {
+      Close(event.address, event.size);
+    } else if (event.kind == EventKind::kKernelBegin) {
+      if (current_ == nullptr) BeginIteration(0);
+      current_->kernels.push_back(GraphKernel{event.exec_id, event.duration_ns, {}, {}});
+      in_kernel_ = true;
+    } else if (event.kind == EventKind::kKernelEnd) {
+      if (in_kernel_) Normalize(current_->kernels.back());
+      in_kernel_ = false;
+    } else if (event.kind == EventKind::kAccess && in_kernel_) {
+      Access(event);
+    }
+  }
+
+  ProgramGraph Finish() {
+    if (in_kernel_) Normalize(current_->kernels.back());
+    EndIteration();
+    return std::move(graph_);
+  }
+
+ private:
+  struct Active {
+    uint64_t end;
+    uint32_t tensor;  // index in the current iteration
+  };
+  // A tensor the current iteration found active when it began, and that
+  // has ended since: after how many of the iteration's kernels began.
+  struct Inherited {
+    uint32_t tensor;
+    size_t kernels_begun;
+  };
+
+  void BeginIteration(uint64_t index) {
+    if (in_kernel_) Normalize(current_->kernels.back());
+    in_kernel_ = false;
+    EndIteration();
+    graph_.iterations.emplace_back();
+    current_ = &graph_.iterations.back();
+    current_->index = index;
+    // What is active already is the new iteration's too, in address order.
+    for (auto& [address, active] : active_) {
+      active.tensor = static_cast<uint32_t>(current_->tensors.size());
+      current_->tensors.push_back(GraphTensor{address, active.end - address, false});
+    }
+    inherited_ = current_->tensors.size();
+  }
+
+  void EndIteration() {
+    if (current_ == nullptr) return;
+    for (const auto& [address, active] : active_) current_->tensors[active.tensor].global = true;
+    // One the iteration found active and that ended only after its last
+    // kernel began is global too: the program's teardown, not a death
+    // within the iteration.
+    for (const Inherited& ended : inherited_ended_) {
+      if (ended.kernels_begun >= current_->kernels.size()) {
+        current_->tensors[ended.tensor].global = true;
+      }
+    }
+    inherited_ended_.clear();
+    current_ = nullptr;
+  }
+
+  void Open(uint64_t address, uint64_t size) {
+    if (size == 0) return;
+    // A range that overlaps an active one ends it: allocators hand out
+    // disjoint ranges, so only a damaged trace gets here.
+    Close(address, size);
+    uint32_t index = 0;
+    if (current_ != nullptr) {
+      index = static_cast<uint32_t>(current_->tensors.size());
+      current_->tensors.push_back(GraphTensor{address, size, false});
+    }
+    active_[address] = Active{address + size, index};
+  }
+
+  // Ends every active tensor that overlaps [address, address + size).
+  void Close(uint64_t address, uint64_t size) {
+    auto it = FirstOverlap(address);
+    while (it != active_.end() && it->first < address + size) {
+      if (current_ != nullptr && it->second.tensor < inherited_) {
+        inherited_ended_.push_back(Inherited{it->second.tensor, current_->kernels.size()});
+      }
+      it = active_.erase(it);
+    }
+  }
+
+  std::map<uint64_t, Active>::iterator FirstOverlap(uint64_t address) {
+    auto it = active_.upper_bound(address);
+    if (it != active_.begin() && std::prev(it)->second.end > address) --it;
+    return it;
+  }
+
+  void Access(const SlimEvent& event) {
+    GraphKernel& kernel = current_->kernels.back();
+    uint64_t covered = 0;
+    const uint64_t end = event.address + event.size;
+    for (auto it = FirstOverlap(event.address); it != active_.end() && it->first < end; ++it) {
+      covered += std::min(end, it->second.end) - std::max(event.address, it->first);
+      if (event.access != AccessType::kWrite) kernel.reads.push_back(it->second.tensor);
+      if (event.access != AccessType::kRead) kernel.writes.push_back(it->second.tensor);
+    }
+    current_->untracked_access_bytes += event.size - covered;
+  }
+
+  static void Normalize(GraphKernel& kernel) {
+    for (std::vector<uint32_t>* list : {&kernel.reads, &kernel.writes}) {
+      std::sort(list->begin(), list->end());
+      list->erase(std::unique(list->begin(), list->end()), list->end());
+    }
+  }
+
+  const EventKind tensor_begin_;
+  const EventKind tensor_end_;
+  ProgramGraph graph_;
+  IterationGraph* current_ = nullptr;
+  bool in_kernel_ = false;
+  std::map<uint64_t, Active> active_;  // by start address
+  size_t inherited_ = 0;  // the current iteration's tensors [0, inherited_) were active at its start
+  std::vector<Inherited> inherited_ended_;
+};
+
+}  // namespace
+
+absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
+  std::vector<SlimEvent> events;
+  bool has_activations = false;
+  Event event;
+  while (program.Next(event)) {
+    if (!event.IsProgramEvent() || event.kind == EventKind::kKernelDefine) continue;
+    has_activations |= event.kind == EventKind::kActivate;
+    events.push_back(SlimEvent{event.kind, event.access, event.exec_id, event.address,
+                               event.size, event.iteration, event.duration_ns});
+  }
+  if (!program.status().ok()) return program.status();
+  GraphBuilder builder(has_activations ? EventKind::kActivate : EventKind::kAlloc,
+                       has_activations ? EventKind::kDeactivate : EventKind::kFree);
+  for (const SlimEvent& slim : events) builder.Add(slim);
+  return builder.Finish();
+}
+
+}  // namespace umlab

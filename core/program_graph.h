@@ -1,0 +1,73 @@
+// A program read ahead of its run, for the policies that plan over it
+// (Policy::PlansAhead: G10's planner). Per iteration: the kernels in order,
+// with their compute time and the tensors each reads and writes, and the
+// tensors themselves.
+//
+// A tensor is a range the allocator hands out (kActivate to kDeactivate).
+// A program without activations (a plain trace, an HPC kernel) has its
+// reserved segments (kAlloc to kFree) as tensors instead. Each iteration
+// lists every tensor that is active at some point in it, so a plan made for
+// one iteration needs nothing from another.
+#ifndef UMLAB_CORE_PROGRAM_GRAPH_H_
+#define UMLAB_CORE_PROGRAM_GRAPH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/event_source.h"
+#include "core/memory_units.h"
+
+namespace umlab {
+
+struct GraphTensor {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  // G10's "global" tensors (weights, optimizer state), whose data outlives
+  // the iteration: still active when it ends, or active when it began and
+  // ended only after its last kernel began (the program's teardown). The
+  // others are intermediates: the allocator takes them back within the
+  // iteration, and their bytes are garbage from then on.
+  bool global = false;
+
+  bool operator==(const GraphTensor&) const = default;
+};
+
+struct GraphKernel {
+  uint32_t exec_id = 0;
+  Nanos duration_ns = 0;  // compute time
+  // Tensor indices into IterationGraph::tensors, ascending and distinct. An
+  // atomic access counts as both.
+  std::vector<uint32_t> reads;
+  std::vector<uint32_t> writes;
+
+  bool operator==(const GraphKernel&) const = default;
+};
+
+struct IterationGraph {
+  uint64_t index = 0;
+  // Those active when the iteration begins, by address, then those it
+  // activates, in order.
+  std::vector<GraphTensor> tensors;
+  std::vector<GraphKernel> kernels;
+  // Bytes accessed outside any active tensor: a plan cannot see them.
+  uint64_t untracked_access_bytes = 0;
+
+  // The same kernels touching the same tensors: one plan serves both.
+  bool SameShape(const IterationGraph& other) const {
+    return tensors == other.tensors && kernels == other.kernels;
+  }
+};
+
+struct ProgramGraph {
+  // Kernels before the first iteration marker (or in a program without
+  // markers) form an iteration of their own, index 0.
+  std::vector<IterationGraph> iterations;
+};
+
+// Reads `program` to its end. Fails with the source's error.
+absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program);
+
+}  // namespace umlab
+
+#endif  // UMLAB_CORE_PROGRAM_GRAPH_H_

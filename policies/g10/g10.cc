@@ -1,0 +1,112 @@
+#include "policies/g10/g10.h"
+
+#include <memory>
+#include <utility>
+
+#include "core/block_range.h"
+
+namespace umlab {
+
+absl::Status G10Policy::Plan(const PlanInput& input) {
+  const std::vector<IterationGraph>& iterations = input.program.iterations;
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    if (i > 0 && iterations[i].SameShape(iterations[i - 1])) {
+      plans_.push_back(plans_.back());
+    } else {
+      plans_.push_back(std::make_shared<const G10Plan>(
+          PlanIteration(iterations[i], input.device, input.capacity_bytes, options_)));
+      ++distinct_plans_;
+    }
+    plan_of_iteration_[iterations[i].index] = i;
+  }
+  // A program without iteration markers runs its one plan from the start.
+  current_ = plans_.empty() ? nullptr : plans_.front().get();
+  planned_ = true;
+  return absl::OkStatus();
+}
+
+void G10Policy::OnIterationBegin(uint64_t iteration) {
+  auto it = plan_of_iteration_.find(iteration);
+  current_ = it == plan_of_iteration_.end() ? nullptr : plans_[it->second].get();
+  next_kernel_ = 0;
+}
+
+void G10Policy::OnKernelBegin(uint32_t /*exec_id*/) {
+  const size_t kernel = next_kernel_++;
+  if (current_ == nullptr || kernel >= current_->at_kernel.size()) {
+    ++kernels_unplanned_;
+    return;
+  }
+  for (const Movement& movement : current_->at_kernel[kernel]) Carry(movement);
+}
+
+void G10Policy::Carry(const Movement& movement) {
+  const TensorLife& tensor = current_->tensors[movement.tensor];
+  ++movements_carried_;
+  switch (movement.kind) {
+    case MovementKind::kDeallocate:
+      // Only whole pages: a page shared with a neighbour keeps its bytes.
+      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
+                        [&](BlockNumber block, const PageMask& pages) {
+                          context().Discard(block, pages);
+                        });
+      break;
+    case MovementKind::kPreEvict:
+      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
+                        [&](BlockNumber block, const PageMask& pages) {
+                          context().PreEvictPages(block, pages, movement.tier);
+                        });
+      break;
+    case MovementKind::kPreallocate:
+      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
+                        [&](BlockNumber block, const PageMask& pages) {
+                          context().Populate(block, pages);
+                        });
+      break;
+    case MovementKind::kPrefetch:
+      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
+                        [&](BlockNumber block, const PageMask& pages) {
+                          context().Prefetch(block, pages, context().current_exec_id());
+                        });
+      break;
+  }
+}
+
+void G10Policy::ReportStats(PolicyStats& out) const {
+  out.AddCount("plans", distinct_plans_);
+  // The plan of the last iteration: the steady one.
+  if (!plans_.empty()) {
+    const G10Plan& plan = *plans_.back();
+    out.AddCount("inactive_periods", plan.periods);
+    out.AddCount("planned_evictions_to_host", plan.evictions_to_host);
+    out.AddCount("planned_evictions_to_storage", plan.evictions_to_storage);
+    out.AddCount("planned_prefetches", plan.prefetches);
+    out.AddCount("planned_preallocations", plan.preallocations);
+    out.AddCount("planned_deallocations", plan.deallocations);
+    out.AddReal("estimate_peak_gib", plan.peak_estimate_bytes / (1ull << 30));
+    out.AddReal("planned_peak_gib", plan.planned_peak_bytes / (1ull << 30));
+    out.AddReal("line_gib", plan.line_bytes / (1ull << 30));
+  }
+  out.AddCount("movements_carried", movements_carried_);
+  out.AddCount("kernels_unplanned", kernels_unplanned_);
+}
+
+UMLAB_REGISTER_POLICY(
+    g10, {"g10",
+          "G10 (MICRO '23): plans over the program before it runs (tensor vitality, smart "
+          "eviction to host or storage, eager prefetch), then pre-evicts, prefetches, "
+          "pre-allocates and discards tensors at kernel boundaries",
+          {{"delta", ParamType::kDouble, "0.5",
+            "margin on each movement's estimated time, as a fraction of it (G10's "
+            "delta_parameter)",
+            ParamRange::Closed(0, 100)},
+           {"line", ParamType::kDouble, "0.99",
+            "fraction of device memory the plan may fill", ParamRange::OpenClosed(0, 1)}},
+          [](const ParamMap& params) -> absl::StatusOr<std::unique_ptr<Policy>> {
+            G10Options options;
+            options.delta = params.Double("delta");
+            options.line = params.Double("line");
+            return std::make_unique<G10Policy>(options);
+          }});
+
+}  // namespace umlab

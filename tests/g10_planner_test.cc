@@ -1,0 +1,288 @@
+// G10's planner (policies/g10): the vitality analysis, the link budget and
+// the plan on hand-built graphs whose right answers are worked out in the
+// comments, then the policy end to end on the sim.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "policies/demand/demand.h"
+#include "policies/g10/g10.h"
+#include "policies/g10/g10_planner.h"
+#include "policies/g10/link_budget.h"
+#include "policies/g10/tensor_vitality.h"
+#include "tests/program_builder.h"
+#include "tests/sim_harness.h"
+
+namespace umlab::testing {
+namespace {
+
+constexpr uint64_t kBlock = kBlockSize;
+
+GraphKernel K(std::vector<uint32_t> reads, std::vector<uint32_t> writes, Nanos ns) {
+  return GraphKernel{1, ns, std::move(reads), std::move(writes)};
+}
+
+// Eight kernels of 1..8 us. W (0) is a weight read by kernels 0 and 5; A (1)
+// is written by 0 and read by 1 and 6; B (2) is written by 2 and never read;
+// U (3) is never used.
+IterationGraph EightKernels() {
+  IterationGraph g;
+  g.tensors = {{0x1000000, 3 * 4096, true},
+               {0x2000000, 4096, false},
+               {0x3000000, 100, false},
+               {0x4000000, 4096, false}};
+  g.kernels = {K({0}, {1}, 1000), K({1}, {}, 2000), K({}, {2}, 3000), K({}, {}, 4000),
+               K({}, {}, 5000), K({0}, {}, 6000), K({1}, {}, 7000), K({}, {}, 8000)};
+  return g;
+}
+
+TEST(TensorVitalityTest, LivesAndInactivePeriods) {
+  const TensorVitality v(EightKernels());
+  ASSERT_EQ(v.kernels(), 8);
+  const std::vector<TensorLife>& t = v.tensors();
+  EXPECT_EQ(t[0].bytes, 3 * 4096u);
+  EXPECT_EQ(t[2].bytes, 4096u);  // 100 bytes take a page
+  EXPECT_EQ(t[1].birth, 0);
+  EXPECT_EQ(t[1].death, 7);      // last read at 6
+  EXPECT_EQ(t[2].birth, 2);
+  EXPECT_EQ(t[2].death, -1);     // never read
+  EXPECT_FALSE(t[3].used);
+  // W: between its uses [1, 5), then from after its last use round to its
+  // first, [6, 0), looped. A: [2, 6). B and U: none.
+  const std::vector<InactivePeriod>& p = v.periods();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].tensor, 0u);
+  EXPECT_EQ(p[0].start, 1);
+  EXPECT_EQ(p[0].end, 5);
+  EXPECT_FALSE(p[0].looped);
+  EXPECT_DOUBLE_EQ(p[0].time_us, 2 + 3 + 4 + 5);
+  EXPECT_EQ(p[1].start, 6);
+  EXPECT_EQ(p[1].end, 0);
+  EXPECT_TRUE(p[1].looped);
+  EXPECT_DOUBLE_EQ(p[1].time_us, 7 + 8);
+  EXPECT_EQ(p[2].tensor, 1u);
+  EXPECT_EQ(p[2].start, 2);
+  EXPECT_EQ(p[2].end, 6);
+  EXPECT_DOUBLE_EQ(p[2].time_us, 3 + 4 + 5 + 6);
+}
+
+TEST(TensorVitalityTest, TheScheduleRepeatsPastTheIterationsEnd) {
+  const TensorVitality v(EightKernels());
+  EXPECT_DOUBLE_EQ(v.StartUs(8), 36);
+  EXPECT_DOUBLE_EQ(v.StartUs(10), 39);
+  EXPECT_EQ(v.KernelAt(3.5, 0, 8), 2);   // kernel 2 runs over [3, 6)
+  EXPECT_EQ(v.KernelAt(40, 0, 16), 10);  // kernel 2 of the next iteration
+  EXPECT_EQ(v.KernelAt(3.5, 3, 8), -1);  // not in the range asked
+  EXPECT_TRUE(v.Uses(5, 0));
+  EXPECT_TRUE(v.Uses(13, 0));  // 13 is kernel 5 again
+  EXPECT_FALSE(v.Uses(4, 0));
+}
+
+TEST(LinkBudgetTest, EvictionsFinishAndPrefetchesStartByTheKernelsCapacity) {
+  const TensorVitality v(EightKernels());
+  // 1000 bytes per microsecond on the link: kernel k carries 1000 x (k+1).
+  LinkBudget budget(v, LaneRates{1000, 1000, 250, 125});
+  EXPECT_EQ(budget.FinishKernel(Lane::kDeviceToHost, 2500, 0), 1);   // 1000 + 2000
+  EXPECT_EQ(budget.StartKernel(Lane::kHostToDevice, 2500, 3), 2);    // kernel 2: 3000
+  EXPECT_EQ(budget.StartKernel(Lane::kHostToDevice, 5500, 3), 0);    // 3000 + 2000 + 1000
+  EXPECT_EQ(budget.StartKernel(Lane::kHostToDevice, 9000, 3), 0);    // not time enough
+  EXPECT_EQ(budget.StartKernel(Lane::kHostToDevice, 1, 0), -1);
+  EXPECT_EQ(budget.FinishKernel(Lane::kDeviceToHost, 1e9, 0), 7);    // never: the last
+}
+
+TEST(LinkBudgetTest, StorageTrafficCrossesTheLinkAndAFullLinkFillsTheDrive) {
+  const TensorVitality v(EightKernels());
+  LinkBudget budget(v, LaneRates{1000, 1000, 250, 125});
+  // 300 bytes to the drive: 125 in kernel 0 (now full), 175 in kernel 1.
+  budget.Book(Lane::kDeviceToStorage, 300, 0);
+  EXPECT_FALSE(budget.AnyRoom(Lane::kDeviceToStorage, 0, 1));
+  EXPECT_TRUE(budget.AnyRoom(Lane::kDeviceToStorage, 0, 2));
+  EXPECT_EQ(budget.FinishKernel(Lane::kDeviceToStorage, 75, 0), 1);  // 250 - 175 left
+  // ...and they took the link's room too: 875 of kernel 0's 1000 remain,
+  // 1825 of kernel 1's 2000.
+  EXPECT_EQ(budget.FinishKernel(Lane::kDeviceToHost, 875 + 1825, 0), 1);
+  EXPECT_EQ(budget.FinishKernel(Lane::kDeviceToHost, 875 + 1826, 0), 2);
+  // Filling the link inbound leaves nothing for the drive.
+  budget.Book(Lane::kHostToDevice, 1000, 0);
+  EXPECT_FALSE(budget.AnyRoom(Lane::kStorageToDevice, 0, 1));
+}
+
+// Ten kernels of 1 ms on a 1 GB/s link (1000 bytes per microsecond) with no
+// fault latency. W, one block, is read by kernels 0 and 9; X, eight
+// blocks, by kernels 1 to 8. 9 blocks do not fit the 8-block device.
+IterationGraph WeightIdleInTheMiddle() {
+  IterationGraph g;
+  g.tensors = {{ProgramBuilder::BlockAddress(0), kBlock, true},
+               {ProgramBuilder::BlockAddress(1), 8 * kBlock, true}};
+  g.kernels.push_back(K({0}, {}, 1000000));
+  for (int k = 1; k <= 8; ++k) g.kernels.push_back(K({1}, {}, 1000000));
+  g.kernels.push_back(K({0}, {}, 1000000));
+  return g;
+}
+
+std::vector<std::pair<int, Movement>> Movements(const G10Plan& plan) {
+  std::vector<std::pair<int, Movement>> all;
+  for (size_t k = 0; k < plan.at_kernel.size(); ++k) {
+    for (const Movement& m : plan.at_kernel[k]) all.emplace_back(static_cast<int>(k), m);
+  }
+  return all;
+}
+
+TEST(G10PlannerTest, AWeightIdleLongEnoughGoesToTheHostAndComesBackInTime) {
+  const G10Plan plan = PlanIteration(WeightIdleInTheMiddle(), TestDevice(), 8 * kBlock, {});
+  // W's round trip to the host: 2097 us each way plus half of one as
+  // margin, 5243 us, fits its 8 ms period [1, 9). Leaving at kernel 1, it
+  // is gone in kernel 3 (a kernel carries 1000000 of its 2097152 bytes);
+  // coming back it must start in kernel 6 to land by kernel 9. The eager
+  // pass cannot move the prefetch earlier: kernel 5 is over the line
+  // without W (16 MiB against 99% of 16).
+  const auto moves = Movements(plan);
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_EQ(moves[0].first, 1);
+  EXPECT_EQ(moves[0].second.kind, MovementKind::kPreEvict);
+  EXPECT_EQ(moves[0].second.tensor, 0u);
+  EXPECT_EQ(moves[0].second.tier, MemoryTier::kHost);
+  EXPECT_EQ(moves[1].first, 6);
+  EXPECT_EQ(moves[1].second.kind, MovementKind::kPrefetch);
+  EXPECT_EQ(plan.evictions_to_host, 1u);
+  EXPECT_DOUBLE_EQ(plan.peak_estimate_bytes, 9.0 * kBlock);
+  // X cannot leave (its only period, 9 to 1, is 2 ms), so the peak stays.
+  EXPECT_DOUBLE_EQ(plan.planned_peak_bytes, 9.0 * kBlock);
+}
+
+TEST(G10PlannerTest, StorageTakesWhatItCanMoveInTimeAndTheHostTheRest) {
+  DeviceConfig device = TestDevice();
+  device.host_memory_bytes = 1ull << 30;
+  // A drive as fast as the link: W's round trip through it is 10.5 ms, too
+  // long for the period, so W goes to the host.
+  device.link.storage = StorageConfig{true, 0.5e9, 0.5e9, 0, 0};
+  G10Plan plan = PlanIteration(WeightIdleInTheMiddle(), device, 8 * kBlock, {});
+  EXPECT_EQ(plan.evictions_to_host, 1u);
+  EXPECT_EQ(plan.evictions_to_storage, 0u);
+  // A drive twice the link's speed: 2.6 ms with the margin; W goes there,
+  // is gone in kernel 2 and starts back in kernel 7 (the budget counts the
+  // drive's rate).
+  device.link.storage = StorageConfig{true, 2e9, 2e9, 0, 0};
+  plan = PlanIteration(WeightIdleInTheMiddle(), device, 8 * kBlock, {});
+  EXPECT_EQ(plan.evictions_to_storage, 1u);
+  const auto moves = Movements(plan);
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_EQ(moves[0].second.tier, MemoryTier::kStorage);
+  EXPECT_EQ(moves[1].first, 7);
+  // Without room on the host, a period only the host could hide stays put.
+  device.link.storage = StorageConfig{true, 0.5e9, 0.5e9, 0, 0};
+  device.host_memory_bytes = kBlock / 2;
+  plan = PlanIteration(WeightIdleInTheMiddle(), device, 8 * kBlock, {});
+  EXPECT_TRUE(Movements(plan).empty());
+}
+
+TEST(G10PlannerTest, IntermediatesLiveFromJustBeforeBirthToDeathUntilTheEstimateFits) {
+  // Two 1 ms kernels per intermediate, each written then read: T0 by 0-1,
+  // T1 by 2-3, T2 by 4-5, four blocks each, on a 9-block device. All three
+  // resident at once (12) are over the line; once T0 is confined to
+  // kernels 0-1 the rest peaks at 8 everywhere but there... then T1.
+  IterationGraph g;
+  for (int t = 0; t < 3; ++t) {
+    g.tensors.push_back({ProgramBuilder::BlockAddress(4 * t), 4 * kBlock, false});
+    g.kernels.push_back(K({}, {static_cast<uint32_t>(t)}, 1000000));
+    g.kernels.push_back(K({static_cast<uint32_t>(t)}, {}, 1000000));
+  }
+  const G10Plan plan = PlanIteration(g, TestDevice(), 9 * kBlock, {});
+  // T0: pre-allocated at kernel 0 (its birth), deallocated at 2. The
+  // estimate is then 12 over kernels 0-1 and 8 after: still over. T1:
+  // allocated at 1 (8 MiB cost 6.8 us before kernel 2 starts), deallocated
+  // at 4: 8, 12, 12, 12... T2 likewise; then every kernel holds at most 8.
+  EXPECT_EQ(plan.preallocations, 3u);
+  EXPECT_EQ(plan.deallocations, 3u);
+  const auto moves = Movements(plan);
+  const auto has = [&](int kernel, MovementKind kind, uint32_t tensor) {
+    return std::any_of(moves.begin(), moves.end(), [&](const auto& m) {
+      return m.first == kernel && m.second.kind == kind && m.second.tensor == tensor;
+    });
+  };
+  EXPECT_TRUE(has(0, MovementKind::kPreallocate, 0));
+  EXPECT_TRUE(has(2, MovementKind::kDeallocate, 0));
+  EXPECT_TRUE(has(1, MovementKind::kPreallocate, 1));
+  EXPECT_TRUE(has(4, MovementKind::kDeallocate, 1));
+  EXPECT_TRUE(has(3, MovementKind::kPreallocate, 2));
+  EXPECT_TRUE(has(0, MovementKind::kDeallocate, 2));  // death at 6: the next iteration's 0
+  EXPECT_LE(plan.planned_peak_bytes, 8.0 * kBlock);
+}
+
+}  // namespace
+}  // namespace umlab::testing
+
+namespace umlab::testing {
+namespace {
+
+// WeightIdleInTheMiddle as a program of three iterations, plus an
+// intermediate T (block 9) written by kernel 2 and read by kernel 3.
+ProgramBuilder WeightIdleProgram() {
+  ProgramBuilder p;
+  p.Alloc(0, 10).Activate(ProgramBuilder::BlockAddress(0), kBlock);
+  p.Activate(ProgramBuilder::BlockAddress(1), 8 * kBlock);
+  for (int i = 0; i < 3; ++i) {
+    p.Iteration(i);
+    p.Kernel(1, 1000000, {0});
+    p.Kernel(2, 1000000, {1, 2, 3, 4, 5, 6, 7, 8});
+    p.Activate(ProgramBuilder::BlockAddress(9), kBlock);
+    p.Kernel(3, 1000000, {1, 2, 3, 4, 5, 6, 7, 8, 9}, /*write=*/true);
+    p.Kernel(4, 1000000, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    p.Deactivate(ProgramBuilder::BlockAddress(9), kBlock);
+    for (int k = 5; k <= 9; ++k) p.Kernel(k, 1000000, {1, 2, 3, 4, 5, 6, 7, 8});
+    p.Kernel(10, 1000000, {0});
+  }
+  return p;
+}
+
+TEST(G10PolicyTest, CarriesItsPlanAndBeatsDemandPaging) {
+  G10Policy g10({});
+  const SimRun planned = RunOnSim(WeightIdleProgram(), 9, g10);
+  ASSERT_TRUE(planned.status.ok()) << planned.status;
+  DemandPolicy demand;
+  const SimRun paged = RunOnSim(WeightIdleProgram(), 9, demand);
+  ASSERT_TRUE(paged.status.ok()) << paged.status;
+  PolicyStats stats;
+  g10.ReportStats(stats);
+  const auto count = [&](const std::string& name) {
+    for (const PolicyStats::Counter& c : stats.counters()) {
+      if (c.name == name) return std::get<uint64_t>(c.value);
+    }
+    ADD_FAILURE() << "no counter " << name;
+    return uint64_t{0};
+  };
+  EXPECT_EQ(count("plans"), 1u);  // the three iterations are alike
+  EXPECT_EQ(count("kernels_unplanned"), 0u);
+  EXPECT_GE(planned.stats.pre_evictions, 3u);  // W, every iteration
+  EXPECT_GT(planned.stats.prefetch_bytes, 0u);
+  EXPECT_LT(planned.stats.faults, paged.stats.faults);
+  EXPECT_LT(planned.stats.time_ns, paged.stats.time_ns);
+  // T's pages are discarded at its death, not written back.
+  EXPECT_GE(planned.stats.invalidated_bytes, 2 * kBlock);
+}
+
+TEST(G10PolicyTest, WithoutAPlanItMovesNothingAndSaysSo) {
+  // A caller that skips PlanAhead (the uffd test harness takes a one-pass
+  // source) gets demand paging, and the stats show why.
+  G10Policy g10({});
+  ASSERT_TRUE(g10.PlansAhead());
+  const ProgramBuilder program = WeightIdleProgram();
+  SimBackend backend(TestDevice(), 9);
+  Engine engine(backend, g10, 9, EngineConfigFor(TestDevice()));
+  VectorSource source = program.Source();
+  ASSERT_TRUE(backend.Run(source, engine, nullptr).ok());
+  EXPECT_EQ(engine.stats().pre_evictions, 0u);
+  PolicyStats stats;
+  g10.ReportStats(stats);
+  bool found = false;
+  for (const PolicyStats::Counter& c : stats.counters()) {
+    if (c.name == "kernels_unplanned") {
+      found = true;
+      EXPECT_EQ(std::get<uint64_t>(c.value), 30u);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace umlab::testing

@@ -7,6 +7,7 @@
 
 #include "policies/demand/demand.h"
 #include "policies/g10/g10.h"
+#include "policies/g10/g10_deepum.h"
 #include "policies/g10/g10_planner.h"
 #include "policies/g10/link_budget.h"
 #include "policies/g10/tensor_vitality.h"
@@ -282,6 +283,40 @@ TEST(G10PolicyTest, WithoutAPlanItMovesNothingAndSaysSo) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+// Six kernels in a ring, each writing its own block, three iterations;
+// kernels last 10 ms, a block moves in 2.1 ms.
+ProgramBuilder Ring() {
+  ProgramBuilder p;
+  p.Alloc(0, 6);
+  for (int b = 0; b < 6; ++b) p.Activate(ProgramBuilder::BlockAddress(b), kBlock);
+  for (int i = 0; i < 3; ++i) {
+    p.Iteration(i);
+    for (int b = 0; b < 6; ++b) p.Kernel(b + 1, 10000000, {b}, /*write=*/true);
+  }
+  return p;
+}
+
+TEST(G10DeepUmTest, TheOracleBringsEachKernelsTensorsAheadAndSparesTheWindow) {
+  // Degree 2 on four frames: when kernel k starts, kernel k + 2's block
+  // comes, evicting the oldest block outside kernels k and k + 1 (the one
+  // kernel k - 2 used). Only kernels 0 and 1 of the first iteration fault.
+  // (Evicting by migration age alone would take block 2, populated first,
+  // just as kernel 2 needs it.)
+  G10DeepUmPolicy policy(2);
+  const SimRun run = RunOnSim(Ring(), 4, policy);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.faulted_pages, 2 * uint64_t{kPagesPerBlock});
+  // Everything that came in came ahead of need, so no kernel waited.
+  EXPECT_EQ(run.stats.h2d_bytes, run.stats.prefetch_bytes);
+  EXPECT_EQ(run.stats.time_ns, 18 * 10000000);
+  EXPECT_EQ(run.stats.zero_filled_bytes, 6 * kBlock);
+  EXPECT_EQ(run.stats.prefetches_dropped, 0u);
+  DemandPolicy demand;
+  const SimRun paged = RunOnSim(Ring(), 4, demand);
+  ASSERT_TRUE(paged.status.ok()) << paged.status;
+  EXPECT_EQ(paged.stats.faulted_pages, 18 * uint64_t{kPagesPerBlock});
 }
 
 }  // namespace

@@ -1,47 +1,28 @@
 #include "policies/g10/g10.h"
 
 #include <memory>
-#include <utility>
 
 #include "core/block_range.h"
 
 namespace umlab {
 
 absl::Status G10Policy::Plan(const PlanInput& input) {
-  const std::vector<IterationGraph>& iterations = input.program.iterations;
-  for (size_t i = 0; i < iterations.size(); ++i) {
-    if (i > 0 && iterations[i].SameShape(iterations[i - 1])) {
-      plans_.push_back(plans_.back());
-    } else {
-      plans_.push_back(std::make_shared<const G10Plan>(
-          PlanIteration(iterations[i], input.device, input.capacity_bytes, options_)));
-      ++distinct_plans_;
-    }
-    plan_of_iteration_[iterations[i].index] = i;
-  }
-  // A program without iteration markers runs its one plan from the start.
-  current_ = plans_.empty() ? nullptr : plans_.front().get();
-  planned_ = true;
+  plans_.Build(input.program, [&](const IterationGraph& iteration) {
+    return PlanIteration(iteration, input.device, input.capacity_bytes, options_);
+  });
   return absl::OkStatus();
 }
 
-void G10Policy::OnIterationBegin(uint64_t iteration) {
-  auto it = plan_of_iteration_.find(iteration);
-  current_ = it == plan_of_iteration_.end() ? nullptr : plans_[it->second].get();
-  next_kernel_ = 0;
-}
+void G10Policy::OnIterationBegin(uint64_t iteration) { plans_.BeginIteration(iteration); }
 
 void G10Policy::OnKernelBegin(uint32_t /*exec_id*/) {
-  const size_t kernel = next_kernel_++;
-  if (current_ == nullptr || kernel >= current_->at_kernel.size()) {
-    ++kernels_unplanned_;
-    return;
-  }
-  for (const Movement& movement : current_->at_kernel[kernel]) Carry(movement);
+  const auto [plan, kernel] = plans_.NextKernel();
+  if (plan == nullptr) return;
+  for (const Movement& movement : plan->at_kernel[kernel]) Carry(*plan, movement);
 }
 
-void G10Policy::Carry(const Movement& movement) {
-  const TensorLife& tensor = current_->tensors[movement.tensor];
+void G10Policy::Carry(const G10Plan& plan, const Movement& movement) {
+  const TensorLife& tensor = plan.tensors[movement.tensor];
   ++movements_carried_;
   switch (movement.kind) {
     case MovementKind::kDeallocate:
@@ -73,10 +54,10 @@ void G10Policy::Carry(const Movement& movement) {
 }
 
 void G10Policy::ReportStats(PolicyStats& out) const {
-  out.AddCount("plans", distinct_plans_);
+  out.AddCount("plans", plans_.distinct());
   // The plan of the last iteration: the steady one.
-  if (!plans_.empty()) {
-    const G10Plan& plan = *plans_.back();
+  if (const G10Plan* last = plans_.last(); last != nullptr) {
+    const G10Plan& plan = *last;
     out.AddCount("inactive_periods", plan.periods);
     out.AddCount("planned_evictions_to_host", plan.evictions_to_host);
     out.AddCount("planned_evictions_to_storage", plan.evictions_to_storage);
@@ -88,7 +69,7 @@ void G10Policy::ReportStats(PolicyStats& out) const {
     out.AddReal("line_gib", plan.line_bytes / (1ull << 30));
   }
   out.AddCount("movements_carried", movements_carried_);
-  out.AddCount("kernels_unplanned", kernels_unplanned_);
+  out.AddCount("kernels_unplanned", plans_.unplanned_kernels());
 }
 
 UMLAB_REGISTER_POLICY(

@@ -15,12 +15,10 @@
 #define UMLAB_POLICIES_G10_G10_H_
 
 #include <cstdint>
-#include <memory>
-#include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/policy.h"
 #include "policies/g10/g10_planner.h"
+#include "policies/g10/iteration_plans.h"
 
 namespace umlab {
 
@@ -36,17 +34,11 @@ class G10Policy final : public Policy {
   void ReportStats(PolicyStats& out) const override;
 
  private:
-  void Carry(const Movement& movement);
+  void Carry(const G10Plan& plan, const Movement& movement);
 
   G10Options options_;
-  std::vector<std::shared_ptr<const G10Plan>> plans_;    // one per graph iteration
-  absl::flat_hash_map<uint64_t, size_t> plan_of_iteration_;  // marker index -> plans_
-  const G10Plan* current_ = nullptr;
-  size_t next_kernel_ = 0;
-  bool planned_ = false;
-  uint64_t distinct_plans_ = 0;
+  IterationPlans<G10Plan> plans_;
   uint64_t movements_carried_ = 0;
-  uint64_t kernels_unplanned_ = 0;
 };
 
 }  // namespace umlab

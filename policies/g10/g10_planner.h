@@ -68,6 +68,8 @@ struct G10Plan {
   double peak_estimate_bytes = 0;    // the memory estimate's peak, before step 2
   double planned_peak_bytes = 0;     // and after step 3
   double line_bytes = 0;
+
+  size_t kernels() const { return at_kernel.size(); }
 };
 
 G10Plan PlanIteration(const IterationGraph& iteration, const DeviceConfig& device,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <utility>
 
 namespace umlab {
 namespace {
@@ -157,10 +158,15 @@ class GraphBuilder {
 
 absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
   std::vector<SlimEvent> events;
+  absl::flat_hash_map<uint32_t, std::string> names;
   bool has_activations = false;
   Event event;
   while (program.Next(event)) {
-    if (!event.IsProgramEvent() || event.kind == EventKind::kKernelDefine) continue;
+    if (event.kind == EventKind::kKernelDefine) {
+      names[event.exec_id] = event.name;
+      continue;
+    }
+    if (!event.IsProgramEvent()) continue;
     has_activations |= event.kind == EventKind::kActivate;
     events.push_back(SlimEvent{event.kind, event.access, event.exec_id, event.address,
                                event.size, event.iteration, event.duration_ns});
@@ -169,7 +175,9 @@ absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
   GraphBuilder builder(has_activations ? EventKind::kActivate : EventKind::kAlloc,
                        has_activations ? EventKind::kDeactivate : EventKind::kFree);
   for (const SlimEvent& slim : events) builder.Add(slim);
-  return builder.Finish();
+  ProgramGraph graph = builder.Finish();
+  graph.kernel_names = std::move(names);
+  return graph;
 }
 
 }  // namespace umlab

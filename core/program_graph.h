@@ -12,8 +12,10 @@
 #define UMLAB_CORE_PROGRAM_GRAPH_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/event_source.h"
 #include "core/memory_units.h"
@@ -63,6 +65,9 @@ struct ProgramGraph {
   // Kernels before the first iteration marker (or in a program without
   // markers) form an iteration of their own, index 0.
   std::vector<IterationGraph> iterations;
+  // What kKernelDefine calls each execution id (empty for programs that
+  // define none).
+  absl::flat_hash_map<uint32_t, std::string> kernel_names;
 };
 
 // Reads `program` to its end. Fails with the source's error.

@@ -8,6 +8,7 @@
 #include "policies/demand/demand.h"
 #include "policies/g10/g10.h"
 #include "policies/g10/g10_deepum.h"
+#include "policies/g10/flashneuron.h"
 #include "policies/g10/g10_planner.h"
 #include "policies/g10/link_budget.h"
 #include "policies/g10/tensor_vitality.h"
@@ -317,6 +318,103 @@ TEST(G10DeepUmTest, TheOracleBringsEachKernelsTensorsAheadAndSparesTheWindow) {
   const SimRun paged = RunOnSim(Ring(), 4, demand);
   ASSERT_TRUE(paged.status.ok()) << paged.status;
   EXPECT_EQ(paged.stats.faulted_pages, 18 * uint64_t{kPagesPerBlock});
+}
+
+// A forward pass of three activations (two blocks each) and a backward pass
+// that reads them in reverse, around a weight W (one block):
+//   k0 W -> A1, k1 A1 -> A2, k2 A2 -> A3, k3 loss(A3), k4 A3, k5 A2, k6 A1 W.
+IterationGraph ForwardBackward(uint32_t loss_exec_id) {
+  IterationGraph g;
+  g.tensors = {{ProgramBuilder::BlockAddress(0), kBlock, true},
+               {ProgramBuilder::BlockAddress(1), 2 * kBlock, false},
+               {ProgramBuilder::BlockAddress(3), 2 * kBlock, false},
+               {ProgramBuilder::BlockAddress(5), 2 * kBlock, false}};
+  g.kernels = {K({0}, {1}, 1000000), K({1}, {2}, 1000000), K({2}, {3}, 1000000),
+               K({3}, {}, 1000000),  K({3}, {}, 1000000), K({2}, {}, 1000000),
+               K({0, 1}, {}, 1000000)};
+  g.kernels[3].exec_id = loss_exec_id;
+  return g;
+}
+
+TEST(FlashNeuronTest, OffloadsActivationsInForwardOrderUntilTheRestFit) {
+  const absl::flat_hash_map<uint32_t, std::string> names = {{7, "nll_loss_forward"}};
+  // Room for activations on 8 blocks: 8 - W - the largest working set (k1
+  // and k2: 4 blocks) = 3. A1, A2 and A3 (6 blocks) live past the loss;
+  // A1 leaves at the start of its idle period [2, 6), then A2 at that of
+  // [3, 5); the 2 blocks of A3 then fit.
+  absl::StatusOr<FlashNeuronPlan> plan = PlanFlashNeuron(ForwardBackward(7), names, 8 * kBlock);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->backward_from, 3);
+  EXPECT_EQ(plan->working_set_bytes, 4 * kBlock);
+  EXPECT_EQ(plan->offload_at[2], std::vector<uint32_t>({1}));
+  EXPECT_EQ(plan->offload_at[3], std::vector<uint32_t>({2}));
+  EXPECT_EQ(plan->offloaded_bytes, 4 * kBlock);
+  // Without a loss kernel the backward pass starts after the peak of live
+  // activations (kernel 2's end): the same plan.
+  absl::StatusOr<FlashNeuronPlan> unnamed = PlanFlashNeuron(ForwardBackward(1), {}, 8 * kBlock);
+  ASSERT_TRUE(unnamed.ok());
+  EXPECT_EQ(unnamed->backward_from, 3);
+  EXPECT_EQ(unnamed->offload_at, plan->offload_at);
+}
+
+TEST(FlashNeuronTest, AModelThatCannotFitFailsInOneLine) {
+  const absl::flat_hash_map<uint32_t, std::string> names = {{7, "makeLoss"}};
+  // 5 blocks: nothing left beside W and the working set.
+  absl::StatusOr<FlashNeuronPlan> plan = PlanFlashNeuron(ForwardBackward(7), names, 5 * kBlock);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find("leave no room"), std::string::npos);
+  // 6 blocks: one for activations, but A3 is never idle and takes two.
+  plan = PlanFlashNeuron(ForwardBackward(7), names, 6 * kBlock);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find("must stay"), std::string::npos);
+  EXPECT_EQ(plan.status().message().find('\n'), std::string::npos);
+}
+
+// ForwardBackward as a program of three iterations, the loss kernel named.
+ProgramBuilder ForwardBackwardProgram() {
+  const IterationGraph graph = ForwardBackward(7);
+  std::vector<Event> events;
+  Event define;
+  define.kind = EventKind::kKernelDefine;
+  define.exec_id = 7;
+  define.name = "makeLoss";
+  ProgramBuilder p;
+  p.Alloc(0, 7).Activate(ProgramBuilder::BlockAddress(0), kBlock);
+  for (int i = 0; i < 3; ++i) {
+    p.Iteration(i);
+    for (size_t k = 0; k < graph.kernels.size(); ++k) {
+      const GraphKernel& kernel = graph.kernels[k];
+      if (k < 3) p.Activate(graph.tensors[k + 1].address, graph.tensors[k + 1].size);
+      p.Begin(kernel.exec_id, kernel.duration_ns);
+      for (uint32_t t : kernel.reads) p.Access(graph.tensors[t].address, graph.tensors[t].size, false);
+      for (uint32_t t : kernel.writes) p.Access(graph.tensors[t].address, graph.tensors[t].size, true);
+      p.End(kernel.exec_id);
+      // Each activation dies after its last backward read.
+      if (k >= 4) p.Deactivate(graph.tensors[7 - k].address, graph.tensors[7 - k].size);
+    }
+  }
+  std::vector<Event> all = p.events();
+  all.insert(all.begin(), define);
+  ProgramBuilder named;
+  for (const Event& e : all) named.Raw(e);
+  return named;
+}
+
+TEST(FlashNeuronTest, OffloadsToStorageAndBringsBackBeforeTheBackwardPassNeedsIt) {
+  DeviceConfig device = TestDevice();
+  device.link.storage = StorageConfig{true, 1e9, 1e9, 0, 0};
+  device.host_memory_bytes = 1ull << 30;
+  FlashNeuronPolicy policy;
+  // On 10 blocks activations have 5: A1 goes (A2 and A3 then fit). It
+  // leaves for storage when kernel 2 starts. In the backward pass, after
+  // kernel 5 (A3 freed), 7 blocks are free, 3 more than the largest
+  // working set: A1 comes back for kernel 6. Every iteration alike.
+  const SimRun run = RunOnSim(ForwardBackwardProgram(), 10, policy, device);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.storage_write_bytes, 3 * 2 * kBlock);
+  EXPECT_EQ(run.stats.storage_read_bytes, 3 * 2 * kBlock);
+  EXPECT_EQ(run.stats.prefetch_bytes, 3 * 2 * kBlock);
+  EXPECT_EQ(run.stats.fault_migrated_bytes, 0u);
 }
 
 }  // namespace

@@ -85,6 +85,12 @@ class ProgramBuilder {
     return *this;
   }
 
+  // Any event, as given (a kKernelDefine, an atomic access).
+  ProgramBuilder& Raw(const Event& event) {
+    events_.push_back(event);
+    return *this;
+  }
+
   const std::vector<Event>& events() const { return events_; }
   VectorSource Source() const { return VectorSource(events_); }
 

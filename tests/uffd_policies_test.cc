@@ -37,11 +37,19 @@ TEST_P(UffdPolicies, MlpAtHalfCapacityVerifies) {
   // bounds; it still evicts hundreds of blocks per run.
   const std::string workload = kSanitized ? "layers=4,hidden=1024,batch=512,iterations=3"
                                           : "iterations=3";
-  const uint64_t min_evictions = kSanitized ? 100 : 1000;
+  uint64_t min_evictions = kSanitized ? 100 : 1000;
+  std::string capacity = "0.5";
+  if (GetParam() == "flashneuron") {
+    // FlashNeuron keeps every weight (and mlp's optimizer state) on the
+    // device and offloads only activations: mlp needs 90% of its footprint
+    // (at half it refuses in one line, as the planner tests check).
+    capacity = "0.9";
+    min_evictions = kSanitized ? 10 : 100;
+  }
   std::ostringstream out, err;
   const int code =
       cli::Main({"run", "--backend=uffd:throttle=false", "--workload=mlp", "--workload-arg",
-                 workload, "--capacity=0.5", "--policy=" + GetParam(), "--verify",
+                 workload, "--capacity=" + capacity, "--policy=" + GetParam(), "--verify",
                  "--format=json"},
                 out, err);
   ASSERT_EQ(code, 0) << err.str();

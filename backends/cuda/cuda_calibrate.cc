@@ -5,7 +5,8 @@
 // access costs the replay kernel. docs/devices.md says how the h200 preset
 // uses them. It also shows what each way of letting go of device memory
 // (write-back, discard, discard and prefetch to the host) leaves for the
-// driver to evict, from CUPTI's records.
+// driver to evict, from CUPTI's records, and what a policy's calls cost when
+// the driver must evict to serve them.
 //
 // It allocates at most 1 GiB of managed memory, and never more than half
 // of what the GPU has free.
@@ -233,6 +234,47 @@ int main() {
               double(half) / evicting_paging, evicting_paging / 1e3 / double(half_blocks));
   std::printf(" \"evicting_prefetch\":{\"bytes\":%zu,\"gbps\":%.3f,\"us_per_block\":%.1f},\n", half,
               double(half) / evicting_prefetch / 1e9, evicting_prefetch * 1e6 / double(half_blocks));
+
+  // What a policy's calls cost the driver under real oversubscription, per
+  // 2 MiB call (docs/devices.md, "A policy's calls"). Everything starts on
+  // the host or untouched, and a balloon leaves room for half the region:
+  //   "populate_free": never-touched memory prefetched to the GPU (the
+  //     driver zero-fills it) while there is room: it fills the room;
+  //   "prefetch_evicting": host data prefetched in, each arrival making the
+  //     driver evict a block of the above (written back) first;
+  //   "populate_evicting": never-touched memory prefetched in, each arrival
+  //     evicting a block of host data the same way.
+  // What moved is read from the time: a copy of 2 MiB each way takes about
+  // 170 us at the link's speeds above.
+  TimePrefetch(base, region, region, host, stream);
+  {
+    char* fresh = nullptr;
+    char* more = nullptr;
+    if (!Ok(cudaMallocManaged(reinterpret_cast<void**>(&fresh), half), "cudaMallocManaged") ||
+        !Ok(cudaMallocManaged(reinterpret_cast<void**>(&more), half), "cudaMallocManaged")) {
+      return 1;
+    }
+    double populate_free = 0, prefetch_evicting = 0, populate_evicting = 0;
+    size_t free_after_fill = 0;
+    {
+      absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
+          umlab::cuda::GpuBalloon::Inflate(half);
+      if (Failed(balloon.status())) return 1;
+      populate_free = TimePrefetch(fresh, half, size_t{2} << 20, gpu, stream);
+      size_t total_after_fill = 0;
+      cudaMemGetInfo(&free_after_fill, &total_after_fill);
+      prefetch_evicting = TimePrefetch(base, half, size_t{2} << 20, gpu, stream);
+      populate_evicting = TimePrefetch(more, half, size_t{2} << 20, gpu, stream);
+    }
+    std::printf(" \"policy_calls\":{\"calls\":%zu,\"free_bytes_when_full\":%zu,"
+                "\"populate_free_us_per_call\":%.1f,\"prefetch_evicting_us_per_call\":%.1f,"
+                "\"populate_evicting_us_per_call\":%.1f},\n",
+                half_blocks, free_after_fill, populate_free * 1e6 / double(half_blocks),
+                prefetch_evicting * 1e6 / double(half_blocks),
+                populate_evicting * 1e6 / double(half_blocks));
+    cudaFree(more);
+    cudaFree(fresh);
+  }
 
   // What DeepUM's invalidation can do on this driver: the first half is made
   // resident under a balloon that leaves only it room, then let go of in

@@ -35,6 +35,10 @@ struct LinkConfig {
   // thing at a time per address space: its fault and prefetch paths hold the
   // space's lock for a whole migration, the eviction it needs included.
   bool full_duplex = true;
+  // What a policy's call that populates pages (they hold no data: the
+  // driver zero-fills and maps them) costs the driver beyond the transfer's
+  // latency. Such a call copies nothing, but occupies the driver.
+  Nanos populate_overhead_ns = 0;
   StorageConfig storage = {};
 };
 

@@ -55,7 +55,12 @@ UMLAB_REGISTER_DEVICE(
          // to the fidelity matrix (docs/fidelity.md), where demand paging
          // under a balloon took ~0.6 ms per block, with the sim's
          // `policy_from=user` writing back every page as the driver does.
-         .link = {14.9e9, 12.3e9, 10000, 250000, /*full_duplex=*/false},
+         // A policy's call that populates (no data to copy) took 34.5 us per
+         // 2 MiB with room free: 10 us of transfer set-up and 24.5 us of the
+         // driver's zero-fill and mapping (umlab_cuda_calibrate's
+         // policy_calls, 2026-11-26).
+         .link = {14.9e9, 12.3e9, 10000, 250000, /*full_duplex=*/false,
+                  /*populate_overhead_ns=*/24500},
          .compute = {67e12, 989e12, 4.8e12, 132},  // NVIDIA's H200 figures
          // An isolated fault took 31 us end to end: 20 us of fault handling,
          // 10 us of transfer set-up, one page.
@@ -83,6 +88,7 @@ UMLAB_REGISTER_DEVICE(
          // PCIe 15.754 GB/s per direction with 5 us per transfer (G10's
          // example.config PCIe_latency_us), host and SSD sharing it.
          .link = {15.754e9, 15.754e9, 5000, 0, /*full_duplex=*/true,
+                  /*populate_overhead_ns=*/0,
                   // Z-NAND SSD, G10 Table 2: 3.2/3.0 GB/s, 20/16 us. (The
                   // artifact's example.config has one 3.2 GB/s for both
                   // directions and a 12 us read; docs/devices.md.)
@@ -135,6 +141,10 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "both link directions move at once (false: one transfer at a time, as the UVM driver)"},
       {"evict_us", ParamType::kDouble, Number(c.link.eviction_overhead_ns / 1e3),
        "the driver's own cost per eviction before its copy, us", kMicros},
+      {"populate_us", ParamType::kDouble, Number(c.link.populate_overhead_ns / 1e3),
+       "the driver's cost for a policy's call that populates pages with no data (zero-fill), "
+       "beyond the link's latency, us",
+       kMicros},
       {"fault_latency_us", ParamType::kDouble, Number(c.fault_latency_ns / 1e3),
        "fault-handling latency per batch, us", kMicros},
       {"batch", ParamType::kInt, Number(c.fault_batch_size), "fault entries per batch",
@@ -188,6 +198,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.link.d2h_bytes_per_second = params->Double("d2h_gbps") * 1e9;
   c.link.latency_ns = std::llround(params->Double("link_latency_us") * 1e3);
   c.link.eviction_overhead_ns = std::llround(params->Double("evict_us") * 1e3);
+  c.link.populate_overhead_ns = std::llround(params->Double("populate_us") * 1e3);
   c.link.full_duplex = params->Bool("duplex");
   c.fault_latency_ns = std::llround(params->Double("fault_latency_us") * 1e3);
   c.fault_batch_size = static_cast<int>(params->Int("batch"));

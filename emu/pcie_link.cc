@@ -48,7 +48,7 @@ void PcieLink::Submit(const LinkTransfer& transfer, Nanos now) {
 }
 
 void PcieLink::Enqueue(const LinkTransfer& transfer, Nanos now) {
-  if (transfer.bytes == 0) {
+  if (transfer.bytes == 0 && !transfer.populates) {
     instant_.emplace_back(std::max(now, transfer.ready_ns), transfer.id);
     return;
   }
@@ -70,8 +70,10 @@ void PcieLink::StartNext(int lane_index, Nanos now) {
     const bool via_storage = lane.current.storage_bytes > 0 && has_storage();
     const int beside = StorageLaneBeside(lane_index);
     const bool storage_busy = beside >= 0 && lanes_[beside].active;
-    const Nanos duration = Duration(lane.current.direction, lane.current.bytes,
-                                    lane.current.evicts_for_room, via_storage, storage_busy);
+    const Nanos duration =
+        Duration(lane.current.direction, lane.current.bytes, lane.current.evicts_for_room,
+                 via_storage, storage_busy) +
+        (lane.current.populates ? config_.populate_overhead_ns : 0);
     lane.end_ns = now + duration;
     bytes_moved_[static_cast<int>(lane.current.direction)] += lane.current.bytes;
     busy_ns_[static_cast<int>(lane.current.direction)] += duration;

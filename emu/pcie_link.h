@@ -16,7 +16,9 @@
 // prefetches), first come first served within a priority, and never before
 // their ready time or before the transfer they depend on has finished. A
 // transfer with no bytes to copy (a zero-fill populate, a clean eviction)
-// does not occupy the link: it completes once ready.
+// does not occupy the link: it completes once ready, unless it is a
+// policy's call that populates, which occupies its lane for the link's
+// latency and populate overhead.
 //
 // The link does not own a clock: the caller asks for the next event time,
 // moves its clock there and calls ProcessEventsAt.
@@ -51,6 +53,10 @@ struct LinkTransfer {
   // moves a block back (cudaMemPrefetchAsync to the host) does not: on the
   // H200 it took no longer than its copy (docs/devices.md).
   bool evicts_for_room = true;
+  // Host to device: a policy's call that populates pages with no data (a
+  // zero-fill), which pays LinkConfig::populate_overhead_ns even when it
+  // copies nothing.
+  bool populates = false;
   // Of `bytes`, those read from or written to storage. Any makes the whole
   // transfer a storage one (the engine sends a block's copy to one tier).
   uint64_t storage_bytes = 0;

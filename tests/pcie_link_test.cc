@@ -78,6 +78,23 @@ TEST(PcieLinkTest, EvictionsPayTheDriversOverheadBeforeTheirCopy) {
   EXPECT_EQ(link.Duration(LinkDirection::kHostToDevice, k2MiB), 1000 + 2097152);
 }
 
+TEST(PcieLinkTest, APopulatingCallOccupiesItsLaneThoughItCopiesNothing) {
+  LinkConfig config{1e9, 1e9, 1000};
+  config.populate_overhead_ns = 24500;
+  PcieLink link(config);
+  LinkTransfer populate = Make(1, LinkDirection::kHostToDevice, TransferKind::kPrefetch, 0);
+  populate.populates = true;
+  link.Submit(populate, 0);
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  // A zero-byte transfer that does not populate (a clean eviction) is
+  // instant, as before.
+  link.Submit(Make(3, LinkDirection::kDeviceToHost, TransferKind::kEviction, 0), 0);
+  const std::map<TransferId, Nanos> done = Drain(link);
+  EXPECT_EQ(done.at(1), 1000 + 24500);
+  EXPECT_EQ(done.at(2), 1000 + 24500 + 1000 + 2097152);
+  EXPECT_EQ(done.at(3), 0);
+}
+
 TEST(PcieLinkTest, HalfDuplexMovesOneTransferAtATimeByPriority) {
   LinkConfig config{1e9, 1e9, 0};
   config.full_duplex = false;

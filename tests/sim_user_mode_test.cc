@@ -207,6 +207,12 @@ TEST(SimUserModeTest, EveryPolicyKeepsTheBooksStraightOnAModel) {
     request.backend = "sim:policy_from=user";
     request.check_invariants = true;
     absl::StatusOr<cli::RunResult> result = cli::ExecuteRun(request);
+    if (!result.ok() && result.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // A policy that cannot train at half (flashneuron keeps every weight
+      // on the device) says so before it runs; it runs at the footprint.
+      request.capacity = "1.0";
+      result = cli::ExecuteRun(request);
+    }
     ASSERT_TRUE(result.ok()) << policy << ": " << result.status();
     EXPECT_GT(result->stats.faulted_blocks, 0u) << policy;
   }

@@ -615,6 +615,7 @@ void SimBackend::Submit(const Transfer& transfer) {
   const bool eviction = transfer.kind == TransferKind::kEviction;
   TransferId after = transfer.after;
   uint64_t bytes = transfer.copy_bytes();
+  bool populates = false;
   if (eviction) {
     PageMask caught;
     if (options_.policy_from_user) {
@@ -656,6 +657,7 @@ void SimBackend::Submit(const Transfer& transfer) {
     bytes = transfer.kind == TransferKind::kFaultMigration
                 ? MaskBytes(transfer.copy & moving)
                 : MaskBytes(moving & ~invalid);
+    populates = transfer.kind == TransferKind::kPrefetch && (moving & invalid).any();
     moved_h2d_bytes_ += bytes;
     moving_[transfer.id] = moving;
     if (moving.none()) {
@@ -696,6 +698,9 @@ void SimBackend::Submit(const Transfer& transfer) {
                        priority, bytes, transfer.not_before, after};
   // User mode: every eviction the engine asks for is a policy's call.
   on_link.evicts_for_room = !options_.policy_from_user;
+  // User mode: a policy's call that brings pages with no data has the
+  // driver populate them, which costs it even with nothing to copy.
+  on_link.populates = populates;
   on_link.storage_bytes = std::min(bytes, transfer.storage_bytes());
   link_.Submit(on_link, clock_.now());
 }

@@ -7,8 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "core/block_range.h"
 #include "core/byte_size.h"
+#include "policies/g10/tensor_moves.h"
 
 namespace umlab {
 namespace {
@@ -155,27 +155,16 @@ void FlashNeuronPolicy::OnKernelBegin(uint32_t /*exec_id*/) {
   running_kernel_ = kernel;
   if (plan == nullptr) return;
   for (uint32_t t : plan->discard_at[kernel]) {
-    const TensorLife& tensor = plan->tensors[t];
-    ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
-                      [&](BlockNumber block, const PageMask& pages) {
-                        context().Discard(block, pages);
-                      });
+    DiscardTensor(context(), plan->tensors[t].address, plan->tensors[t].size);
   }
   for (uint32_t t : plan->offload_at[kernel]) {
-    const TensorLife& tensor = plan->tensors[t];
     ++offloads_;
     fetched_.erase(t);
-    ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
-                      [&](BlockNumber block, const PageMask& pages) {
-                        context().PreEvictPages(block, pages, MemoryTier::kStorage);
-                      });
+    PreEvictTensor(context(), plan->tensors[t].address, plan->tensors[t].size,
+                   MemoryTier::kStorage);
   }
   for (uint32_t t : plan->populate_at[kernel]) {
-    const TensorLife& tensor = plan->tensors[t];
-    ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
-                      [&](BlockNumber block, const PageMask& pages) {
-                        context().Populate(block, pages);
-                      });
+    PopulateTensor(context(), plan->tensors[t].address, plan->tensors[t].size);
   }
 }
 
@@ -198,10 +187,7 @@ void FlashNeuronPolicy::PrefetchAfter(const FlashNeuronPlan& plan, size_t kernel
       room -= static_cast<int64_t>(tensor.bytes);
       fetched_.insert(t);
       ++prefetches_;
-      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
-                        [&](BlockNumber block, const PageMask& pages) {
-                          context().Prefetch(block, pages, context().current_exec_id());
-                        });
+      PrefetchTensor(context(), tensor.address, tensor.size);
     }
   }
 }

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "core/block_range.h"
+#include "policies/g10/tensor_moves.h"
 
 namespace umlab {
 
@@ -26,29 +26,16 @@ void G10Policy::Carry(const G10Plan& plan, const Movement& movement) {
   ++movements_carried_;
   switch (movement.kind) {
     case MovementKind::kDeallocate:
-      // Only whole pages: a page shared with a neighbour keeps its bytes.
-      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
-                        [&](BlockNumber block, const PageMask& pages) {
-                          context().Discard(block, pages);
-                        });
+      DiscardTensor(context(), tensor.address, tensor.size);
       break;
     case MovementKind::kPreEvict:
-      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
-                        [&](BlockNumber block, const PageMask& pages) {
-                          context().PreEvictPages(block, pages, movement.tier);
-                        });
+      PreEvictTensor(context(), tensor.address, tensor.size, movement.tier);
       break;
     case MovementKind::kPreallocate:
-      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
-                        [&](BlockNumber block, const PageMask& pages) {
-                          context().Populate(block, pages);
-                        });
+      PopulateTensor(context(), tensor.address, tensor.size);
       break;
     case MovementKind::kPrefetch:
-      ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
-                        [&](BlockNumber block, const PageMask& pages) {
-                          context().Prefetch(block, pages, context().current_exec_id());
-                        });
+      PrefetchTensor(context(), tensor.address, tensor.size);
       break;
   }
 }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/block_range.h"
+#include "policies/g10/tensor_moves.h"
 
 namespace umlab {
 
@@ -22,7 +23,7 @@ absl::Status G10DeepUmPolicy::Plan(const PlanInput& input) {
   return absl::OkStatus();
 }
 
-void G10DeepUmPolicy::OnKernelBegin(uint32_t exec_id) {
+void G10DeepUmPolicy::OnKernelBegin(uint32_t /*exec_id*/) {
   const auto [plan, kernel] = plans_.NextKernel();
   if (plan == nullptr) return;
   const size_t kernels = plan->kernels();
@@ -37,13 +38,9 @@ void G10DeepUmPolicy::OnKernelBegin(uint32_t exec_id) {
   // The kernel `degree_` ahead wraps into the next iteration, which runs
   // the same kernels.
   for (uint32_t t : plan->uses[(kernel + static_cast<size_t>(degree_)) % kernels]) {
-    const GraphTensor& tensor = plan->tensors[t];
     ++tensors_prefetched_;
-    ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/false,
-                      [&](BlockNumber block, const PageMask& pages) {
-                        context().Populate(block, pages);
-                        context().Prefetch(block, pages, exec_id);
-                      });
+    PrefetchTensor(context(), plan->tensors[t].address, plan->tensors[t].size,
+                   /*populate=*/true);
   }
 }
 

@@ -133,6 +133,12 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
 void Engine::DropResident(BlockState& block, const PageMask& pages) {
   const PageMask dropped = block.resident & pages;
   if (dropped.any()) {
+    // Prefetched pages touched before they are dropped were worth their
+    // copy, as they are when evicted (ask before the device forgets).
+    if (const PageMask prefetched = block.prefetched & dropped; prefetched.any()) {
+      stats_.prefetch_useful_bytes +=
+          MaskBytes(prefetched & backend_.QueryUse(block.number).accessed);
+    }
     backend_.Invalidate(block.number, dropped);
     ChangePages(block, [&] { block.resident &= ~dropped; });
     block.prefetched &= ~dropped;

@@ -387,6 +387,28 @@ TEST(FaultServiceTest, DiscardDropsOnlyWhatTheAllocatorFreed) {
   EXPECT_EQ(run.stats.d2h_bytes, kBlock / 2);
 }
 
+TEST(FaultServiceTest, APrefetchTouchedAndThenDiscardedWasUseful) {
+  // Block 0 is written, pre-evicted, prefetched back and read; then the
+  // tensor dies and is discarded. The prefetch brought what the kernel
+  // read, so it counts as useful, as it would if evicted instead.
+  ProgramBuilder p;
+  p.Alloc(0, 1);
+  p.Kernel(1, 1000, {0}, /*write=*/true);
+  p.Kernel(2, 10000000, {});
+  p.Kernel(3, 1000, {0});
+  p.Deactivate(ProgramBuilder::BlockAddress(0), kBlock);
+  p.Kernel(4, 1000, {});
+  ActsAtKernels policy(
+      {{1, [](PolicyContext& c) { c.PreEvictPages(Block(0), FullPageMask(), MemoryTier::kHost); }},
+       {2, [](PolicyContext& c) { c.Prefetch(Block(0), FullPageMask(), 3); }},
+       {3, [](PolicyContext& c) { c.Discard(Block(0), FullPageMask()); }}});
+  const SimRun run = RunOnSim(p, 1, policy);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.prefetch_bytes, kBlock);
+  EXPECT_EQ(run.stats.invalidated_bytes, kBlock);
+  EXPECT_EQ(run.stats.prefetch_useful_bytes, kBlock);
+}
+
 TEST(FaultServiceTest, PopulatingMovesNoBytesAndDoesNotWaitBehindPrefetches) {
   // Kernel 1 writes blocks 0-4, pre-evicted when kernel 2 starts. When
   // kernel 3 starts, five prefetches of them queue (2.1 ms each, four in

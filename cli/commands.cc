@@ -212,9 +212,12 @@ std::optional<Failure> LoadTrace(const std::string& path, std::optional<ProgramI
   return std::nullopt;
 }
 
+// `leave_out_refusals`: the policies were not named but defaulted, so one
+// that refuses this capacity (IsPolicyRefusal) is left out with a note.
 std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
                                     const ProgramInput& program,
-                                    const std::vector<std::string>& policies) {
+                                    const std::vector<std::string>& policies,
+                                    bool leave_out_refusals = false) {
   // Fail fast on a bad capacity before any run.
   if (absl::StatusOr<uint64_t> frames =
           ParseCapacityFrames(setup.request.capacity, program.summary().footprint_bytes);
@@ -238,8 +241,15 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
   progress.Finish();  // gone before the report or an error is printed
   std::vector<RunResult> results;
   for (absl::StatusOr<RunResult>& result : runs) {
+    if (!result.ok() && leave_out_refusals && IsPolicyRefusal(result.status())) {
+      ctx.err << "umlab: left out " << result.status().message() << "\n";
+      continue;
+    }
     if (!result.ok()) return RunFailed(result.status());
     results.push_back(*std::move(result));
+  }
+  if (results.empty()) {
+    return RunFailed(absl::FailedPreconditionError("every policy refused this capacity"));
   }
   ctx.out << setup.format->render(results);
   if (const std::optional<std::string> path = ctx.args.Get("timeline")) {
@@ -332,8 +342,9 @@ std::optional<Failure> CompareCommand(const Context& ctx) {
   for (const std::string& list : ctx.args.GetAll("policies")) {
     for (std::string& spec : SplitPolicyList(list)) policies.push_back(std::move(spec));
   }
-  if (policies.empty()) policies = DefaultPolicies();
-  return RunAndReport(ctx, setup, *program, policies);
+  const bool defaulted = policies.empty();
+  if (defaulted) policies = DefaultPolicies();
+  return RunAndReport(ctx, setup, *program, policies, /*leave_out_refusals=*/defaulted);
 }
 
 std::optional<Failure> InspectCommand(const Context& ctx) {
@@ -453,7 +464,9 @@ const std::vector<Command>& Commands() {
        ReplayCommand},
       {"compare", "[options]", "A/B compare policies on one workload or trace",
        "Runs every policy on the same program, device and capacity, and prints one row "
-       "each. The first policy is the baseline for the speedup column.",
+       "each. The first policy is the baseline for the speedup column. Without --policies, a "
+       "policy that cannot run at this capacity (flashneuron keeps every weight on the device) "
+       "is left out with a one-line note on stderr; a policy you name fails the command.",
        Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{
                 {"policies", "LIST",

@@ -1,5 +1,7 @@
 #include "core/policy.h"
 
+#include "absl/strings/cord.h"
+
 namespace umlab {
 
 std::optional<BlockNumber> Policy::ChooseVictim(const VictimQuery& query) {
@@ -10,6 +12,20 @@ std::optional<BlockNumber> Policy::ChooseVictim(const VictimQuery& query) {
 PolicyRegistry& Policies() {
   static PolicyRegistry* registry = new PolicyRegistry("policy");
   return *registry;
+}
+
+namespace {
+constexpr char kRefusalPayload[] = "type.umlab/policy-refusal";
+}  // namespace
+
+absl::Status PolicyRefusal(absl::string_view message) {
+  absl::Status status = absl::FailedPreconditionError(message);
+  status.SetPayload(kRefusalPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsPolicyRefusal(const absl::Status& status) {
+  return status.GetPayload(kRefusalPayload).has_value();
 }
 
 absl::Status PlanAhead(Policy& policy, EventSource& program, const DeviceConfig& device,

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/device_config.h"
 #include "core/event.h"
@@ -179,6 +180,13 @@ using PolicyRegistry = Registry<Policy>;
 
 // The process-wide registry every policy adds itself to.
 PolicyRegistry& Policies();
+
+// A policy's refusal, from Plan, to run this program at this capacity (one
+// line saying why: FlashNeuron keeps every weight on the device). A
+// comparison of the default policies leaves such a policy out and says so;
+// one that names the policy fails with it.
+absl::Status PolicyRefusal(absl::string_view message);
+bool IsPolicyRefusal(const absl::Status& status);
 
 // Reads `program` ahead and lets `policy` plan over it, for a policy that
 // PlansAhead(); nothing for the others. `program` is read to its end, so

@@ -98,6 +98,23 @@ TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
   EXPECT_EQ(first.out.rfind("{\"contract_version\":\"1.2\",\"runs\":[", 0), 0u);
 }
 
+TEST(CliTest, ADefaultComparisonLeavesOutAPolicyThatRefusesTheCapacity) {
+  // FlashNeuron keeps every weight on the device: at half of the small
+  // mlp it cannot train, and says so in one line. Unnamed, it is left out
+  // of the default comparison with that line on stderr; named, it fails
+  // the command.
+  const Outcome defaulted = Umlab(With({"compare", "--capacity=0.5", "--format=csv"}));
+  ASSERT_EQ(defaulted.code, kExitOk) << defaulted.err;
+  EXPECT_THAT(defaulted.err, HasSubstr("left out flashneuron: "));
+  EXPECT_THAT(defaulted.out, HasSubstr("g10"));
+  EXPECT_THAT(defaulted.out, Not(HasSubstr("flashneuron")));
+  const Outcome named =
+      Umlab(With({"compare", "--capacity=0.5", "--policies=demand,flashneuron"}));
+  EXPECT_EQ(named.code, kExitFailure);
+  EXPECT_TRUE(IsOneLine(named.err)) << named.err;
+  EXPECT_THAT(named.err, HasSubstr("FlashNeuron cannot train this model here"));
+}
+
 TEST(CliTest, ParallelRunsGiveTheSameResultsInTheSameOrder) {
   const std::string policies = "--policies=demand,uvm-default,deepum,ideal";
   const Outcome one_at_a_time =

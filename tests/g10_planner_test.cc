@@ -362,6 +362,7 @@ TEST(FlashNeuronTest, AModelThatCannotFitFailsInOneLine) {
   // 5 blocks: nothing left beside W and the working set.
   absl::StatusOr<FlashNeuronPlan> plan = PlanFlashNeuron(ForwardBackward(7), names, 5 * kBlock);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(IsPolicyRefusal(plan.status()));
   EXPECT_NE(plan.status().message().find("leave no room"), std::string::npos);
   // 6 blocks: one for activations, but A3 is never idle and takes two.
   plan = PlanFlashNeuron(ForwardBackward(7), names, 6 * kBlock);

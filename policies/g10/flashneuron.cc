@@ -86,7 +86,7 @@ absl::StatusOr<FlashNeuronPlan> PlanFlashNeuron(
   const int64_t room = static_cast<int64_t>(capacity_bytes) - static_cast<int64_t>(globals) -
                        static_cast<int64_t>(plan.working_set_bytes);
   if (room <= 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return PolicyRefusal(absl::StrFormat(
         "flashneuron: the weights (%s) and the largest kernel's tensors (%s) leave no room for "
         "activations in %s of device memory; FlashNeuron cannot train this model here (G10's "
         "artifact gives up too): give it more --capacity",
@@ -121,7 +121,7 @@ absl::StatusOr<FlashNeuronPlan> PlanFlashNeuron(
     remaining -= static_cast<int64_t>(plan.tensors[t].bytes);
   }
   if (remaining > room) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return PolicyRefusal(absl::StrFormat(
         "flashneuron: after offloading every activation it can, %s must stay on a device with "
         "%s for activations; FlashNeuron cannot train this model here (G10's artifact gives up "
         "too): give it more --capacity",

@@ -51,8 +51,11 @@ done
 
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+# RelWithDebInfo: a crash's stack wants line numbers (the project's default
+# is Release).
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON \
-  -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF -DBUILD_TESTING=OFF -DUMLAB_WERROR=ON "${launcher[@]}" >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF -DBUILD_TESTING=OFF \
+  -DUMLAB_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build "$build" --target "${targets[@]/%/_fuzz}"
 
 scratch="$(mktemp -d)"

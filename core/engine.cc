@@ -415,7 +415,7 @@ TransferId Engine::EvictPages(BlockState& victim, PageMask pages,
   transfer.copy = pages & ~drop & (memory_.has_storage() ? pages : use.dirty);
   transfer.not_before = backend_.Now();
   if (memory_.has_storage() && transfer.copy.any() &&
-      (tier.value_or(policy_.EvictTo(victim)) == MemoryTier::kStorage ||
+      ((tier.has_value() ? *tier : policy_.EvictTo(victim)) == MemoryTier::kStorage ||
        memory_.HostFull((transfer.copy & ~victim.on_host).count()))) {
     transfer.storage = transfer.copy;
   }
@@ -648,30 +648,28 @@ void Engine::PumpPrefetches() {
   while (!populate_queue_.empty()) {
     const PrefetchRequest request = populate_queue_.front();
     populate_queue_.pop_front();
-    BlockState& block = memory_.Get(request.block);
-    const PageMask pages = request.pages & block.invalid & ~block.resident & ~block.in_flight;
-    if (pages.none()) continue;
-    std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
-    if (!after.has_value()) {
-      ++stats_.prefetches_dropped;
-      continue;
-    }
-    IssueMigration(block, pages, pages, TransferKind::kPrefetch, *after, /*limited=*/false);
+    IssueAhead(request, /*populate=*/true);
   }
   while (prefetches_in_flight_ < config_.prefetch_inflight_limit &&
          !prefetch_queue_.empty()) {
     const PrefetchRequest request = prefetch_queue_.front();
     prefetch_queue_.pop_front();
-    BlockState& block = memory_.Get(request.block);
-    const PageMask pages = request.pages & ~block.resident & ~block.in_flight;
-    if (pages.none()) continue;
-    std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
-    if (!after.has_value()) {
-      ++stats_.prefetches_dropped;
-      continue;
-    }
-    IssueMigration(block, pages, pages, TransferKind::kPrefetch, *after);
+    IssueAhead(request, /*populate=*/false);
   }
+}
+
+void Engine::IssueAhead(const PrefetchRequest& request, bool populate) {
+  BlockState& block = memory_.Get(request.block);
+  PageMask pages = request.pages & ~block.resident & ~block.in_flight;
+  if (populate) pages &= block.invalid;
+  if (pages.none()) return;
+  std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
+  if (!after.has_value()) {
+    ++stats_.prefetches_dropped;
+    return;
+  }
+  // A populate moves no bytes, so it does not count toward the limit.
+  IssueMigration(block, pages, pages, TransferKind::kPrefetch, *after, /*limited=*/!populate);
 }
 
 void Engine::NoteTierPeaks() {

@@ -184,6 +184,10 @@ class Engine final : public TransferListener, private PolicyContext {
                             const PageMask& prefetched, TransferKind kind,
                             TransferId after, bool limited = true);
   void PumpPrefetches();
+  // Issues a queued prefetch, or with `populate` a populate (only its pages
+  // with no data), for its pages neither resident nor on their way; counts
+  // it dropped when no frame can be had.
+  void IssueAhead(const PrefetchRequest& request, bool populate);
   void ApplyAllocatorEvent(const Event& event);
   void BeginIteration(uint64_t index);
   void CloseIteration();

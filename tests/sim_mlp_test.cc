@@ -21,14 +21,19 @@ class SimMlpTest : public ::testing::Test {
     program_.emplace(std::move(*program));
   }
 
-  RunResult Run(const std::string& policy, const std::string& capacity, bool check = false) {
+  absl::StatusOr<RunResult> TryRun(const std::string& policy, const std::string& capacity,
+                                   bool check) {
     RunRequest request;
     request.program = &*program_;
     request.device = device_;
     request.capacity = capacity;
     request.policy = policy;
     request.check_invariants = check;
-    absl::StatusOr<RunResult> result = ExecuteRun(request);
+    return ExecuteRun(request);
+  }
+
+  RunResult Run(const std::string& policy, const std::string& capacity, bool check = false) {
+    absl::StatusOr<RunResult> result = TryRun(policy, capacity, check);
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? *result : RunResult{};
   }
@@ -84,13 +89,7 @@ TEST_F(SimMlpTest, InvariantsHoldForEveryPolicy) {
   for (const PolicyRegistry::Entry* entry : Policies().Entries()) {
     for (const char* capacity : {"0.3", "0.5", "1.0"}) {
       SCOPED_TRACE(entry->name + " at " + capacity);
-      RunRequest request;
-      request.program = &*program_;
-      request.device = device_;
-      request.capacity = capacity;
-      request.policy = entry->name;
-      request.check_invariants = true;
-      absl::StatusOr<RunResult> result = ExecuteRun(request);
+      absl::StatusOr<RunResult> result = TryRun(entry->name, capacity, /*check=*/true);
       if (!result.ok() && result.status().code() == absl::StatusCode::kFailedPrecondition &&
           std::string(capacity) != "1.0") {
         EXPECT_EQ(result.status().message().find('\n'), std::string::npos);

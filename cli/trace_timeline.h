@@ -1,5 +1,5 @@
 // `umlab timeline FILE.umt`: the part of a timeline a `.umt` trace holds.
-// A trace (docs/trace-format.md, version 1) stamps only what the backend
+// A trace (docs/trace-format.md) stamps only what the backend
 // observed: each fault, and each migration, write-back and drop when it was
 // issued. Kernels, iterations and fault batches carry no times in it, and
 // a transfer's landing is not recorded, so those tracks stay empty (the

@@ -13,6 +13,7 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kKernelBegin: return "kernel-begin";
     case EventKind::kAccess: return "access";
     case EventKind::kKernelEnd: return "kernel-end";
+    case EventKind::kKernelFaultTimes: return "kernel-fault-times";
     case EventKind::kFault: return "fault";
     case EventKind::kMigrate: return "migrate";
     case EventKind::kEvict: return "evict";

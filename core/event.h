@@ -24,6 +24,12 @@ enum class EventKind : uint8_t {
   kKernelBegin = 7,     // exec_id starts; `duration_ns` is its pure compute time
   kAccess = 8,          // the running kernel touches [address, address+size)
   kKernelEnd = 9,       // exec_id ends
+  // exec_id's compute time as measured on a GPU with its pages faulted in
+  // (G10's per-kernel files): `duration_ns` with its inputs and outputs on
+  // the host (cudnn<B>PF.txt), `time_ns` with only its outputs faulted
+  // (cudnn<B>InputPF.txt). Optional; precedes the first begin of that id.
+  // The sim's G10 fault model (`faults=g10`) charges faults from these.
+  kKernelFaultTimes = 10,
   // --- Observed events: what a backend saw while running the program. ---
   kFault = 16,       // a fault-buffer entry: address (page), access, sm, time_ns
   kMigrate = 17,     // size bytes moved host->device into block at address
@@ -45,8 +51,8 @@ struct Event {
   uint64_t address = 0;                   // bytes
   uint64_t size = 0;                      // bytes
   uint64_t iteration = 0;                 // kIterationBegin
-  Nanos duration_ns = 0;                  // kKernelBegin: compute time
-  Nanos time_ns = 0;                      // observed events: when it happened
+  Nanos duration_ns = 0;                  // kKernelBegin: compute time (and kKernelFaultTimes)
+  Nanos time_ns = 0;                      // observed events: when it happened (and kKernelFaultTimes)
   std::string name;                       // kKernelDefine only
 
   bool IsProgramEvent() const { return static_cast<uint8_t>(kind) < 16; }

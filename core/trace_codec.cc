@@ -36,6 +36,7 @@ bool IsKnownKind(uint8_t byte) {
     case EventKind::kKernelBegin:
     case EventKind::kAccess:
     case EventKind::kKernelEnd:
+    case EventKind::kKernelFaultTimes:
     case EventKind::kFault:
     case EventKind::kMigrate:
     case EventKind::kEvict:

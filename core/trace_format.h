@@ -13,7 +13,7 @@
 //     0   magic[8]        89 55 4D 54 0D 0A 1A 0A ("\x89UMT\r\n\x1a\n"). The
 //                         high byte and CR/LF/^Z catch text-mode transfers and
 //                         stop `cat` from dumping binary, as PNG's magic does.
-//     8   u32 version     kTraceVersion (1).
+//     8   u32 version     kTraceVersion (2; version 1 lacks kKernelFaultTimes).
 //     12  u32 meta_size   bytes of the metadata block, <= kMaxMetadataBytes.
 //     16  u64 meta_hash   FNV-1a 64 of the metadata block.
 //     24  metadata block  varint entry_count (<= kMaxMetadataEntries), then
@@ -66,7 +66,7 @@ inline constexpr char kTraceMagic[8] = {'\x89', 'U', 'M', 'T', '\r', '\n', '\x1a
 // Bumped on any change a version-1 reader could misread: a new event kind or
 // field, a new frame type. Readers accept every version up to their own.
 // New metadata keys do not need a bump.
-inline constexpr uint32_t kTraceVersion = 1;
+inline constexpr uint32_t kTraceVersion = 2;
 
 inline constexpr size_t kFileHeaderBytes = 24;
 inline constexpr char kChunkTag[4] = {'U', 'M', 'T', 'C'};

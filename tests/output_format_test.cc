@@ -14,6 +14,7 @@
 #include "cli/exit_codes.h"
 #include "cli/json_contract.h"
 #include "cli/report.h"
+#include "core/trace_format.h"
 #include "cli/text_table.h"
 #include "nlohmann/json.hpp"
 #include "tests/temp_path.h"
@@ -127,7 +128,7 @@ TEST(OutputFormatTest, InspectJsonEscapesThePath) {
   // The contract's version first; `version` stays the .umt format's.
   EXPECT_EQ(parsed.begin().key(), kJsonContractKey);
   EXPECT_EQ(parsed[kJsonContractKey], JsonContractVersion());
-  EXPECT_EQ(parsed["version"], 1);
+  EXPECT_EQ(parsed["version"], kTraceVersion);
   std::remove(trace.c_str());
 }
 

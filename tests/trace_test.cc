@@ -309,7 +309,7 @@ Event SyntheticEvent(std::mt19937_64& random, uint64_t index) {
       EventKind::kActivate,       EventKind::kDeactivate, EventKind::kKernelDefine,
       EventKind::kKernelBegin,    EventKind::kAccess,  EventKind::kKernelEnd,
       EventKind::kFault,          EventKind::kMigrate, EventKind::kEvict,
-      EventKind::kInvalidate};
+      EventKind::kInvalidate,     EventKind::kKernelFaultTimes};
   const uint64_t r = random();
   Event event = MakeEvent(kKinds[r % std::size(kKinds)]);
   switch (event.kind) {
@@ -323,6 +323,11 @@ Event SyntheticEvent(std::mt19937_64& random, uint64_t index) {
       event.duration_ns = static_cast<Nanos>((r >> 20) % 1000000);
       break;
     case EventKind::kKernelEnd: event.exec_id = static_cast<uint32_t>(r >> 40); break;
+    case EventKind::kKernelFaultTimes:
+      event.exec_id = static_cast<uint32_t>(r >> 40);
+      event.duration_ns = static_cast<Nanos>((r >> 20) % 4000000);
+      event.time_ns = event.duration_ns / 2;
+      break;
     case EventKind::kFault:
       event.access = static_cast<AccessType>((r >> 4) % 3);
       event.sm = static_cast<uint32_t>((r >> 8) % 132);

@@ -127,7 +127,17 @@ class G10EventSource : public EventSource {
     const G10Kernel& kernel = model().kernels[k];
     for (int t : schedule_->activate_before[k]) Range(EventKind::kActivate, model().tensors[t]);
     // Execution ids start at 1, one per G10 kernel id, the same every iteration.
-    KernelEmitter emitter(pending_, static_cast<uint32_t>(k) + 1, kernel.ideal_ns,
+    const uint32_t exec_id = static_cast<uint32_t>(k) + 1;
+    if (iteration_ == 0) {
+      // The A100 times with faults, for the sim's G10 fault model.
+      Event times;
+      times.kind = EventKind::kKernelFaultTimes;
+      times.exec_id = exec_id;
+      times.duration_ns = kernel.pf_ns;
+      times.time_ns = kernel.input_pf_ns;
+      pending_.push_back(std::move(times));
+    }
+    KernelEmitter emitter(pending_, exec_id, kernel.ideal_ns,
                           iteration_ == 0 ? &kernel.name : nullptr);
     for (int t : kernel.inputs) {
       const G10Tensor& tensor = model().tensors[t];

@@ -80,6 +80,11 @@ class Backend {
   // fault_migrated_bytes and prefetch_bytes and need not add up to h2d.
   virtual bool CountsItsOwnTraffic() const { return false; }
 
+  // Whether fault handling is charged per kernel from measured times (the
+  // sim's G10 fault model) rather than per fault batch: the engine then
+  // pays no batch latency (EngineConfig::fault_latency_ns is zero).
+  virtual bool ChargesFaultsPerKernel() const { return false; }
+
   // The engine registers itself before the run starts.
   virtual void SetListener(TransferListener* listener) = 0;
 

@@ -85,6 +85,18 @@ class ProgramBuilder {
     return *this;
   }
 
+  // The kernel's times measured with faults (G10's PF and InputPF), for the
+  // sim's G10 fault models.
+  ProgramBuilder& FaultTimes(uint32_t exec_id, Nanos pf_ns, Nanos input_pf_ns) {
+    Event event;
+    event.kind = EventKind::kKernelFaultTimes;
+    event.exec_id = exec_id;
+    event.duration_ns = pf_ns;
+    event.time_ns = input_pf_ns;
+    events_.push_back(event);
+    return *this;
+  }
+
   // Any event, as given (a kKernelDefine, an atomic access).
   ProgramBuilder& Raw(const Event& event) {
     events_.push_back(event);

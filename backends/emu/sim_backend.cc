@@ -8,6 +8,7 @@
 #include "core/backend_registry.h"
 #include "core/kernel_assembler.h"
 #include "core/policy.h"
+#include "emu/g10_fault_model.h"
 
 namespace umlab {
 namespace {
@@ -78,10 +79,15 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
     engine.OnProgramEvent(event);
     if (driver_ != nullptr) driver_->OnProgramEvent(event);
   };
+  const bool g10_faults = options_.g10_faults();
   KernelAssembler assembler(program);
   while (assembler.Next()) {
     if (!assembler.is_kernel()) {
       if (recorder_ != nullptr) recorder_->Record(assembler.event());
+      if (assembler.event().kind == EventKind::kKernelFaultTimes) {
+        fault_times_[assembler.event().exec_id] = {assembler.event().duration_ns,
+                                                   assembler.event().time_ns};
+      }
       program_event(assembler.event());
     } else {
       if (recorder_ != nullptr) {
@@ -100,7 +106,11 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       }
       engine.mutable_stats().launch_ns += device_.kernel_launch_ns;
       program_event(begin);
-      if (absl::Status s = ExecuteKernel(begin.exec_id, begin.duration_ns); !s.ok()) return s;
+      if (absl::Status s = g10_faults ? ExecuteKernelG10(begin.exec_id, begin.duration_ns)
+                                      : ExecuteKernel(begin.exec_id, begin.duration_ns);
+          !s.ok()) {
+        return s;
+      }
       // The grid winds down (its start-up is counted here too: nothing of
       // the kernel's faults depends on where in the kernel it falls).
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_grid_ns); !s.ok()) {
@@ -259,6 +269,138 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   return error_;
 }
 
+absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
+  const auto times = fault_times_.find(exec_id);
+  if (times == fault_times_.end()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "sim: faults=g10 charges each kernel from its times measured with faults, and kernel "
+        "%d has none; only G10's graphs carry them (--workload=g10, or a trace recorded from "
+        "one): use the default faults=batched for this program",
+        exec_id));
+  }
+  exec_id_ = exec_id;
+  const Nanos start = clock_.now();
+  G10KernelFaults kernel;
+  kernel.ideal_ns = compute_ns;
+  kernel.pf_ns = times->second.first;
+  kernel.input_pf_ns = times->second.second;
+  for (const AccessRange& range : ranges_) {
+    (range.write ? kernel.output_pages : kernel.input_pages) += range.pages;
+  }
+  missing_input_pages_ = missing_output_pages_ = 0;
+  storage_input_pages_ = storage_output_pages_ = 0;
+  // G10 asks for every missing page of the kernel's tensors at its start.
+  RaiseMissingPages();
+  kernel.missing_input_pages = missing_input_pages_;
+  kernel.missing_output_pages = missing_output_pages_;
+  kernel.storage_input_pages = storage_input_pages_;
+  kernel.storage_output_pages = storage_output_pages_;
+  const Nanos charged_end =
+      start + compute_ns +
+      G10FaultTime(kernel, device_,
+                   options_.fault_model == SimOptions::FaultModel::kG10Measured
+                       ? G10Times::kMeasured
+                       : G10Times::kArtifact);
+
+  // The kernel runs once all its pages are in; pages evicted meanwhile to
+  // make room for others of its own are asked for again, as G10 re-queues
+  // a required tensor's evicted pages. A kernel whose pages cannot all be
+  // resident at once would do so forever.
+  constexpr int kMaxRounds = 64;
+  int rounds = 0;
+  while (true) {
+    if (waiting_.empty()) {
+      if (RaiseMissingPages() == 0) break;
+      if (++rounds > kMaxRounds) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "sim: faults=g10: kernel %d's pages never all fit on the device at once (%d "
+            "frames); G10's model runs a kernel only with every page of its tensors "
+            "resident, so raise --capacity",
+            exec_id, device_memory_.capacity_frames()));
+      }
+    }
+    const Nanos next = NextSystemEventTime();
+    if (next == kNever) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "deadlock in kernel %d: %d blocks wait on faults that cannot be serviced (the "
+          "policy refused every victim, or the capacity of %d frames is too small)",
+          exec_id, waiting_.size(), device_memory_.capacity_frames()));
+    }
+    ProcessSystemEventAtOrBefore(next);
+    if (!error_.ok()) return error_;
+    if (!engine_->health().ok()) return engine_->health();
+  }
+  // Every page is in; the kernel's accesses are recorded (its writes
+  // dirty their pages) and it ends when G10's charged time is over too.
+  RunStats& stats = engine_->mutable_stats();
+  for (const AccessRange& range : ranges_) {
+    for (uint64_t offset = 0; offset < range.pages;) {
+      const uint64_t run = device_memory_.MappedRun(range.first_page + offset, range.pages - offset);
+      if (run == 0) break;  // checked mapped above; nothing runs in between
+      device_memory_.RecordAccesses(range.first_page + offset, run, range.write);
+      offset += run;
+    }
+    stats.page_accesses += range.pages;
+  }
+  stats.stall_ns += std::max<Nanos>(0, clock_.now() - start - compute_ns);
+  return AdvanceIdle(std::max(clock_.now(), charged_end));
+}
+
+uint64_t SimBackend::RaiseMissingPages() {
+  uint64_t raised = 0;
+  const MemoryView& memory = engine_->memory_state();
+  for (const AccessRange& range : ranges_) {
+    for (uint64_t offset = 0; offset < range.pages;) {
+      const PageNumber page = range.first_page + offset;
+      const uint64_t mapped = device_memory_.MappedRun(page, range.pages - offset);
+      if (mapped > 0) {
+        offset += mapped;
+        continue;
+      }
+      ++offset;
+      const BlockNumber block = BlockOfPage(page);
+      const int index = PageIndexInBlock(page);
+      if (auto it = waiting_.find(block); it != waiting_.end() && it->second.test(index)) {
+        continue;  // counted once, as G10 marks a page in transfer
+      }
+      waiting_[block].set(index);
+      const BlockState* state = memory.Find(block);
+      if (state != nullptr && state->in_flight.test(index)) continue;  // on its way: waited for
+      const bool from_storage = state != nullptr && state->in_storage.test(index);
+      if (range.write) {
+        ++missing_output_pages_;
+        storage_output_pages_ += from_storage ? 1 : 0;
+      } else {
+        ++missing_input_pages_;
+        storage_input_pages_ += from_storage ? 1 : 0;
+      }
+      RaiseG10Fault(page, range.write);
+      ++raised;
+    }
+  }
+  return raised;
+}
+
+void SimBackend::RaiseG10Fault(PageNumber page, bool write) {
+  const FaultEntry entry{page, write ? AccessType::kWrite : AccessType::kRead, 0, exec_id_,
+                         clock_.now()};
+  raised_.push_back(entry);
+  raised_pages_[BlockOfPage(page)].set(PageIndexInBlock(page));
+  if (recorder_ != nullptr) recorder_->Record(FaultEvent(entry));
+  ++raised_faults_;
+  if (!engine_->servicing() && !service_requested_) {
+    service_requested_ = true;
+    service_time_ = clock_.now();
+  }
+}
+
+void SimBackend::NoteLanded(BlockNumber block) {
+  auto it = waiting_.find(block);
+  if (it == waiting_.end()) return;
+  it->second &= ~device_memory_.Mapped(block);
+  if (it->second.none()) waiting_.erase(it);
+}
+
 void SimBackend::AdvanceCursor(Cursor& cursor, uint64_t pages) {
   cursor.left -= std::min(cursor.left, pages);
   cursor.offset += pages;
@@ -385,6 +527,15 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     link_.ProcessEventsAt(clock_.now(), completed_scratch_);
     for (TransferId id : completed_scratch_) {
       if (device_evictions_.erase(id) > 0) continue;  // the driver's own: recorded already
+      if (!evicting_.empty()) {
+        if (auto done = transfers_.find(id);
+            done != transfers_.end() && done->second.kind == TransferKind::kEviction) {
+          if (auto own = evicting_.find(done->second.block);
+              own != evicting_.end() && own->second == id) {
+            evicting_.erase(own);
+          }
+        }
+      }
       const bool driver_migration = driver_migrations_.contains(id);
       auto it = transfers_.find(id);
       if (it == transfers_.end()) continue;
@@ -405,6 +556,7 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
         }
         absl::Status mapped = device_memory_.Map(transfer.block, pages, pages & ~transfer.copy);
         if (!mapped.ok() && error_.ok()) error_ = mapped;
+        if (!waiting_.empty()) NoteLanded(transfer.block);
         // It holds a frame now, or needs none unless more is landing.
         if (device_memory_.Mapped(transfer.block).any() || !landing_.contains(transfer.block)) {
           arriving_.erase(transfer.block);
@@ -469,6 +621,28 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
 }
 
 void SimBackend::ApplyReplay(const ReplayEvent& replay) {
+  if (options_.g10_faults()) {
+    // The kernel asks again for the pages of the last batch that the
+    // engine could not bring in (no frame): G10 keeps them queued.
+    const MemoryView& memory = engine_->memory_state();
+    for (const FaultEntry& entry : fetched_) {
+      const PageNumber page = entry.page;
+      const BlockNumber block = BlockOfPage(page);
+      const int index = PageIndexInBlock(page);
+      auto waiting = waiting_.find(block);
+      if (waiting == waiting_.end() || !waiting->second.test(index)) continue;
+      if (device_memory_.IsMapped(page)) continue;
+      if (auto raised = raised_pages_.find(block);
+          raised != raised_pages_.end() && raised->second.test(index)) {
+        continue;
+      }
+      const BlockState* state = memory.Find(block);
+      if (state != nullptr && state->in_flight.test(index)) continue;
+      RaiseG10Fault(page, entry.access != AccessType::kRead);
+    }
+    fetched_.clear();
+    return;
+  }
   if (replay.policy != ReplayPolicy::kBlock) fault_buffer_.Flush();
   const Picos now = clock_.now() * kPicosPerNano;
   // Most woken SMs resume exactly now, and those must go in SM order; SM
@@ -517,6 +691,20 @@ absl::Status SimBackend::AdvanceIdle(Nanos until) {
 }
 
 size_t SimBackend::FetchFaults(absl::Span<FaultEntry> out) {
+  if (options_.g10_faults()) {
+    size_t count = 0;
+    fetched_.clear();
+    while (count < out.size() && !raised_.empty()) {
+      const FaultEntry& entry = raised_.front();
+      auto raised = raised_pages_.find(BlockOfPage(entry.page));
+      raised->second.reset(PageIndexInBlock(entry.page));
+      if (raised->second.none()) raised_pages_.erase(raised);
+      fetched_.push_back(entry);
+      out[count++] = entry;
+      raised_.pop_front();
+    }
+    return count;
+  }
   if (driver_ == nullptr) return fault_buffer_.Fetch(out);
   // User mode: the run's engine hears of faults from delivered records.
   size_t count = 0;
@@ -632,6 +820,7 @@ void SimBackend::Submit(const Transfer& transfer) {
       driver_->OnDevicePagesEvicted(transfer.block, held & transfer.copy);
       driver_->OnDevicePagesDiscarded(transfer.block, held & ~transfer.copy);
     }
+    if (options_.g10_faults()) evicting_[transfer.block] = transfer.id;
     device_memory_.Unmap(transfer.block, transfer.pages);
     // Pages of the block still landing keep its frame.
     KeepFrameWhileLanding(transfer.block);
@@ -688,6 +877,9 @@ void SimBackend::Submit(const Transfer& transfer) {
       arriving_.insert(transfer.block);
     }
     NoteArrival(transfer.block);
+  } else if (options_.g10_faults()) {
+    auto own = evicting_.find(transfer.block);
+    after = own == evicting_.end() ? 0 : own->second;
   }
   // User mode: the driver does one thing at a time in the order it was
   // asked; faults have no priority over calls.
@@ -880,7 +1072,18 @@ UMLAB_REGISTER_BACKEND(
             "as umlab's replay kernel; what the h200 preset is calibrated on) or spread (each "
             "its own slice, as a real kernel's thread blocks partition their tensors)",
             {},
-            {"ordered", "spread"}}},
+            {"ordered", "spread"}},
+           {"faults", ParamType::kString, "batched",
+            "how faults cost time: batched (SMs stall on each fault until its batch is fetched, "
+            "fault_latency_us later, and its pages land), g10 (G10's simulator: every missing "
+            "page of a kernel faults at its start and moves at the link's pace, and the kernel "
+            "is charged a fault time from its own times measured with faults, read as the "
+            "artifact's arithmetic reads them, which its published figures used) or "
+            "g10-measured (the same with the measured times as the paper intends); the g10 "
+            "models need a program that carries those times, as --workload=g10 does "
+            "(docs/g10.md)",
+            {},
+            {"batched", "g10", "g10-measured"}}},
           [](const ParamMap& params, const DeviceConfig& device,
              uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
             SimOptions options;
@@ -890,6 +1093,15 @@ UMLAB_REGISTER_BACKEND(
             options.flush_cost_ns = static_cast<Nanos>(params.Double("flush_cost_us") * 1e3);
             options.collect_period_ns = static_cast<Nanos>(params.Double("collect_us") * 1e3);
             options.spread_access = params.Choice("access") == 1;
+            constexpr SimOptions::FaultModel kFaultModels[] = {
+                SimOptions::FaultModel::kBatched, SimOptions::FaultModel::kG10,
+                SimOptions::FaultModel::kG10Measured};
+            options.fault_model = kFaultModels[params.Choice("faults")];
+            if (options.policy_from_user && options.g10_faults()) {
+              return absl::InvalidArgumentError(
+                  "sim:faults=g10 models G10's own fault path, which has no user-space "
+                  "policy; use policy_from=driver with it");
+            }
             if (options.policy_from_user && device.link.storage.present) {
               return absl::InvalidArgumentError(
                   "sim:policy_from=user models the unmodified UVM driver, which has no "

@@ -1,0 +1,135 @@
+// The sim's G10 fault models (`sim:faults=g10` and `g10-measured`): every
+// missing page of a kernel faults at its start and moves at the link's
+// pace, the kernel is charged G10's fault time, and an arrival never waits
+// for the eviction that frees its frame. Times are worked out on the test
+// device: 1 GB/s each way and no fixed costs, so a 2 MiB block moves in
+// 2.097152 ms.
+#include <memory>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/backend_registry.h"
+#include "policies/demand/demand.h"
+#include "tests/sim_harness.h"
+
+namespace umlab::testing {
+namespace {
+
+constexpr Nanos kMs = 1000000;
+constexpr Nanos kBlockMove = 2097152;  // 2 MiB at 1 GB/s
+
+SimOptions G10(SimOptions::FaultModel model = SimOptions::FaultModel::kG10) {
+  SimOptions options;
+  options.fault_model = model;
+  return options;
+}
+
+// What every kernel costs beside its compute and faults on this device.
+Nanos KernelOverhead() {
+  const DeviceConfig device = TestDevice();
+  return device.kernel_launch_ns + device.kernel_grid_ns;
+}
+
+// One frame, two blocks: kernel 1 writes block 0, kernel 2 writes block 1
+// (evicting block 0, dirty), kernel 3 reads block 0 back (evicting block 1).
+// Each measured time is under a second, which the artifact reads as 0 ms.
+ProgramBuilder EvictAndReturn() {
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  for (uint32_t id = 1; id <= 3; ++id) p.FaultTimes(id, 50 * kMs, 20 * kMs);
+  p.Kernel(1, kMs, {0}, /*write=*/true);
+  p.Kernel(2, kMs, {1}, /*write=*/true);
+  p.Kernel(3, kMs, {0});
+  return p;
+}
+
+TEST(SimG10FaultsTest, TheArtifactChargesMissingBytesAtTheLinksPace) {
+  DemandPolicy demand;
+  const SimRun run = RunOnSim(EvictAndReturn(), 1, demand, TestDevice(), ReplayPolicy::kBatch, G10());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // Each kernel misses its whole block: charged 1 ms + 2 MiB at 1 GB/s.
+  // Kernel 2's block needs no copy (fresh) and does not wait for block 0's
+  // write-back; kernel 3's copy in (2.097 ms) runs beside block 1's write-
+  // back and lands before the charged time is over.
+  EXPECT_EQ(run.stats.time_ns, 3 * (kMs + kBlockMove + KernelOverhead()));
+  EXPECT_EQ(run.stats.faults, 3u * kPagesPerBlock);
+  EXPECT_EQ(run.stats.page_accesses, 3u * kPagesPerBlock);
+  EXPECT_EQ(run.stats.h2d_bytes, kBlockSize);       // block 0 comes back
+  EXPECT_EQ(run.stats.d2h_bytes, 2 * kBlockSize);   // both were written
+}
+
+TEST(SimG10FaultsTest, MeasuredTimesChargeTheKernelsOwnRate) {
+  ProgramBuilder p;
+  p.Alloc(0, 1);
+  p.FaultTimes(1, 50 * kMs, 20 * kMs);
+  p.Kernel(1, kMs, {0}, /*write=*/true);
+  DemandPolicy demand;
+  const SimRun run = RunOnSim(p, 1, demand, TestDevice(), ReplayPolicy::kBatch,
+                              G10(SimOptions::FaultModel::kG10Measured));
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // Every output page missing: InputPF - ideal = 19 ms on top of 1 ms.
+  EXPECT_EQ(run.stats.time_ns, 20 * kMs + KernelOverhead());
+}
+
+TEST(SimG10FaultsTest, AResidentKernelCostsItsComputeAlone) {
+  ProgramBuilder p;
+  p.Alloc(0, 1);
+  p.FaultTimes(1, 50 * kMs, 20 * kMs);
+  p.FaultTimes(2, 50 * kMs, 20 * kMs);
+  p.Kernel(1, kMs, {0}, /*write=*/true);
+  p.Kernel(2, 3 * kMs, {0});
+  DemandPolicy demand;
+  const SimRun run = RunOnSim(p, 1, demand, TestDevice(), ReplayPolicy::kBatch, G10());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.time_ns, kMs + kBlockMove + 3 * kMs + 2 * KernelOverhead());
+  EXPECT_EQ(run.stats.faults, kPagesPerBlock);  // kernel 2 finds its block resident
+}
+
+TEST(SimG10FaultsTest, BatchedFaultsWaitForTheEvictionThatFreesTheFrame) {
+  // The same program on the default model takes longer: kernel 3's copy in
+  // waits for block 1's write-back.
+  DemandPolicy g10_demand, batched_demand;
+  const SimRun g10 =
+      RunOnSim(EvictAndReturn(), 1, g10_demand, TestDevice(), ReplayPolicy::kBatch, G10());
+  const SimRun batched = RunOnSim(EvictAndReturn(), 1, batched_demand);
+  ASSERT_TRUE(g10.status.ok()) << g10.status;
+  ASSERT_TRUE(batched.status.ok()) << batched.status;
+  EXPECT_GT(batched.stats.time_ns - 3 * KernelOverhead(), 3 * kMs + 2 * kBlockMove);
+  EXPECT_EQ(g10.stats.h2d_bytes, batched.stats.h2d_bytes);
+  EXPECT_EQ(g10.stats.d2h_bytes, batched.stats.d2h_bytes);
+}
+
+TEST(SimG10FaultsTest, AProgramWithoutMeasuredTimesIsRefused) {
+  ProgramBuilder p;
+  p.Alloc(0, 1);
+  p.Kernel(1, kMs, {0});
+  DemandPolicy demand;
+  const SimRun run = RunOnSim(p, 1, demand, TestDevice(), ReplayPolicy::kBatch, G10());
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(run.status.message()),
+              ::testing::HasSubstr("kernel 1 has none; only G10's graphs carry them"));
+}
+
+TEST(SimG10FaultsTest, AKernelLargerThanTheDeviceIsRefused) {
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  p.FaultTimes(1, 50 * kMs, 20 * kMs);
+  p.Kernel(1, kMs, {0, 1});
+  DemandPolicy demand;
+  const SimRun run = RunOnSim(p, 1, demand, TestDevice(), ReplayPolicy::kBatch, G10());
+  EXPECT_FALSE(run.status.ok());
+  EXPECT_THAT(std::string(run.status.message()),
+              ::testing::HasSubstr("never all fit on the device at once"));
+}
+
+TEST(SimG10FaultsTest, UserModeIsRefused) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      Backends().Create("sim:faults=g10,policy_from=user", TestDevice(), 4);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_THAT(std::string(backend.status().message()),
+              ::testing::HasSubstr("use policy_from=driver with it"));
+}
+
+}  // namespace
+}  // namespace umlab::testing

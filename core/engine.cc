@@ -572,6 +572,7 @@ void Engine::OnTransferComplete(TransferId id) {
   inflight_.erase(it);
   BlockState& block = memory_.Get(transfer.block);
   block.transfers_in_flight -= 1;
+  memory_.NoteMayBeEvictable();
   Notify([&](EngineObserver& o) { o.OnTransferCompleted(transfer, backend_.Now()); });
 
   if (transfer.kind != TransferKind::kEviction) {
@@ -631,6 +632,7 @@ void Engine::Discard(BlockNumber number, const PageMask& pages) {
 
 void Engine::SetPinned(BlockNumber block, bool pinned) {
   memory_.Get(block).pinned = pinned;
+  if (!pinned) memory_.NoteMayBeEvictable();
 }
 
 void Engine::PumpPrefetches() {

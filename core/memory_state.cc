@@ -74,6 +74,7 @@ void MemoryState::ForgetCopies(BlockState& block, const PageMask& pages) {
 void MemoryState::ClaimFrame(BlockState& block, Nanos now) {
   block.has_frame = true;
   ++used_frames_;
+  ++evictable_generation_;
   block.last_migrated_ns = now;
   LinkYoungest(IndexOf(block));
 }

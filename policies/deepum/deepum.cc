@@ -325,7 +325,10 @@ void DeepUmPolicy::WalkKernel(WindowKernel& kernel, BlockNumber origin) {
 void DeepUmPolicy::PopWindowFront() {
   for (BlockNumber block : window_.front().blocks) {
     auto it = predicted_.find(block);
-    if (it != predicted_.end() && --it->second == 0) predicted_.erase(it);
+    if (it != predicted_.end() && --it->second == 0) {
+      predicted_.erase(it);
+      ++window_shrinks_;
+    }
   }
   window_.pop_front();
 }
@@ -334,8 +337,26 @@ void DeepUmPolicy::PopWindowFront() {
 
 std::optional<BlockNumber> DeepUmPolicy::UnpredictedVictim(
     std::optional<BlockNumber> except) const {
-  return context().memory().LeastRecentlyMigrated(
-      [&](const BlockState& state) { return !predicted_.contains(state.number); }, except);
+  const MemoryView& memory = context().memory();
+  auto eligible = [&](const BlockState& state) { return !predicted_.contains(state.number); };
+  // When the window covers the whole device, every search fails, and each
+  // walks every resident block: remember that, until a block may have
+  // become evictable or one left the window. Only the block the failed
+  // search excepted can have been eligible.
+  if (failed_search_.has_value() &&
+      failed_search_->generation == memory.evictable_generation() &&
+      failed_search_->window_shrinks == window_shrinks_) {
+    const std::optional<BlockNumber> only = failed_search_->excepted;
+    if (!only.has_value() || only == except) return std::nullopt;
+    const BlockState* state = memory.Find(*only);
+    if (state != nullptr && state->Evictable() && eligible(*state)) return only;
+    return std::nullopt;
+  }
+  std::optional<BlockNumber> victim = memory.LeastRecentlyMigrated(eligible, except);
+  if (!victim.has_value()) {
+    failed_search_ = FailedSearch{memory.evictable_generation(), window_shrinks_, except};
+  }
+  return victim;
 }
 
 std::optional<BlockNumber> DeepUmPolicy::ChooseVictim(const VictimQuery& query) {

@@ -204,6 +204,16 @@ class DeepUmPolicy final : public Policy {
   bool chaining_ = false;
   std::deque<WindowKernel> window_;
   absl::flat_hash_map<BlockNumber, uint32_t> predicted_;  // block -> window kernels
+  // Blocks that have left predicted_, and the last victim search that found
+  // nothing (UnpredictedVictim): while neither it nor the memory's
+  // evictable generation moves, no block but `excepted` can be eligible.
+  uint64_t window_shrinks_ = 0;
+  struct FailedSearch {
+    uint64_t generation;
+    uint64_t window_shrinks;
+    std::optional<BlockNumber> excepted;
+  };
+  mutable std::optional<FailedSearch> failed_search_;
   std::vector<BlockNumber> walk_queue_;                   // scratch for WalkKernel
   // Scratch for WalkKernel: the walk that last reached each block. Stamping
   // instead of clearing a set keeps the table's memory between walks (a

@@ -266,12 +266,56 @@ int main() {
       prefetch_evicting = TimePrefetch(base, half, size_t{2} << 20, gpu, stream);
       populate_evicting = TimePrefetch(more, half, size_t{2} << 20, gpu, stream);
     }
+    // The same prefetch of host data, by what its arrivals evict, and one
+    // call at a time: whether the driver's cost beyond the copies depends
+    // on the victims' history or on calls queueing behind each other.
+    //   "written": blocks that came from the host and a kernel wrote;
+    //   "read": blocks that came from the host and were only read;
+    //   "isolated": populated blocks, as prefetch_evicting, but each call
+    //     waited for before the next is made.
+    auto reset = [&] {
+      for (char* range : {base, fresh, more}) {
+        TimePrefetch(range, range == base ? region : half, range == base ? region : half, host,
+                     stream);
+      }
+    };
+    auto evicting_by = [&](bool write) -> double {
+      reset();
+      std::memset(more, 4, half);  // host data
+      absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
+          umlab::cuda::GpuBalloon::Inflate(half);
+      if (Failed(balloon.status())) return -1;
+      Replay({DeviceRange{reinterpret_cast<uint64_t>(more) | (write ? 1 : 0), 0}}, {half / 4096},
+             prop.multiProcessorCount, 1, stream);
+      return TimePrefetch(base, half, size_t{2} << 20, gpu, stream);
+    };
+    const double prefetch_evicting_written = evicting_by(true);
+    const double prefetch_evicting_read = evicting_by(false);
+    double prefetch_evicting_isolated = 0;
+    {
+      reset();
+      absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
+          umlab::cuda::GpuBalloon::Inflate(half);
+      if (Failed(balloon.status())) return 1;
+      TimePrefetch(fresh, half, size_t{2} << 20, gpu, stream);
+      for (size_t offset = 0; offset < half; offset += size_t{2} << 20) {
+        prefetch_evicting_isolated += TimePrefetch(base + offset, size_t{2} << 20,
+                                                   size_t{2} << 20, gpu, stream);
+      }
+    }
+    if (prefetch_evicting_written < 0 || prefetch_evicting_read < 0) return 1;
     std::printf(" \"policy_calls\":{\"calls\":%zu,\"free_bytes_when_full\":%zu,"
                 "\"populate_free_us_per_call\":%.1f,\"prefetch_evicting_us_per_call\":%.1f,"
-                "\"populate_evicting_us_per_call\":%.1f},\n",
+                "\"populate_evicting_us_per_call\":%.1f,"
+                "\"prefetch_evicting_written_us_per_call\":%.1f,"
+                "\"prefetch_evicting_read_us_per_call\":%.1f,"
+                "\"prefetch_evicting_isolated_us_per_call\":%.1f},\n",
                 half_blocks, free_after_fill, populate_free * 1e6 / double(half_blocks),
                 prefetch_evicting * 1e6 / double(half_blocks),
-                populate_evicting * 1e6 / double(half_blocks));
+                populate_evicting * 1e6 / double(half_blocks),
+                prefetch_evicting_written * 1e6 / double(half_blocks),
+                prefetch_evicting_read * 1e6 / double(half_blocks),
+                prefetch_evicting_isolated * 1e6 / double(half_blocks));
     cudaFree(more);
     cudaFree(fresh);
   }

@@ -271,8 +271,8 @@ int main() {
     // on the victims' history or on calls queueing behind each other.
     //   "written": blocks that came from the host and a kernel wrote;
     //   "read": blocks that came from the host and were only read;
-    //   "isolated": populated blocks, as prefetch_evicting, but each call
-    //     waited for before the next is made.
+    //   "isolated": blocks a prefetch brought from the host (as "read",
+    //     untouched), but each call waited for before the next is made.
     auto reset = [&] {
       for (char* range : {base, fresh, more}) {
         TimePrefetch(range, range == base ? region : half, range == base ? region : half, host,

@@ -120,7 +120,7 @@ TEST(SimG10FaultsTest, AKernelLargerThanTheDeviceIsRefused) {
   const SimRun run = RunOnSim(p, 1, demand, TestDevice(), ReplayPolicy::kBatch, G10());
   EXPECT_FALSE(run.status.ok());
   EXPECT_THAT(std::string(run.status.message()),
-              ::testing::HasSubstr("never all fit on the device at once"));
+              ::testing::HasSubstr("kernel 1 touches 2 blocks, more than the device's 1 frames"));
 }
 
 TEST(SimG10FaultsTest, UserModeIsRefused) {

@@ -279,6 +279,20 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
         exec_id));
   }
   exec_id_ = exec_id;
+  absl::flat_hash_set<BlockNumber> blocks;
+  for (const AccessRange& range : ranges_) {
+    const BlockNumber last = BlockOfPage(range.first_page + range.pages - 1);
+    for (BlockNumber block = BlockOfPage(range.first_page); block <= last; ++block) {
+      blocks.insert(block);
+    }
+  }
+  if (blocks.size() > device_memory_.capacity_frames()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "sim: faults=g10: kernel %d touches %d blocks, more than the device's %d frames; "
+        "G10's model runs a kernel only with every page of its tensors resident, so raise "
+        "--capacity",
+        exec_id, blocks.size(), device_memory_.capacity_frames()));
+  }
   const Nanos start = clock_.now();
   G10KernelFaults kernel;
   kernel.ideal_ns = compute_ns;
@@ -302,10 +316,11 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
                        ? G10Times::kMeasured
                        : G10Times::kArtifact);
 
-  // The kernel runs once all its pages are in; pages evicted meanwhile to
-  // make room for others of its own are asked for again, as G10 re-queues
-  // a required tensor's evicted pages. A kernel whose pages cannot all be
-  // resident at once would do so forever.
+  // The kernel runs once all its pages are in; pages evicted meanwhile
+  // are asked for again, as G10 re-queues a required tensor's evicted
+  // pages. A policy whose own moves keep taking them (prefetches for later
+  // kernels choosing the waiting kernel's blocks as victims) would go on
+  // forever.
   constexpr int kMaxRounds = 64;
   int rounds = 0;
   while (true) {
@@ -313,10 +328,11 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
       if (RaiseMissingPages() == 0) break;
       if (++rounds > kMaxRounds) {
         return absl::FailedPreconditionError(absl::StrFormat(
-            "sim: faults=g10: kernel %d's pages never all fit on the device at once (%d "
-            "frames); G10's model runs a kernel only with every page of its tensors "
-            "resident, so raise --capacity",
-            exec_id, device_memory_.capacity_frames()));
+            "sim: faults=g10: kernel %d's pages were evicted %d times while it waited for "
+            "the rest, by the policy's own moves (its prefetches' victims); G10's model runs "
+            "a kernel only with all its pages resident at once, which this policy does not "
+            "leave at %d frames: use faults=batched or more --capacity",
+            exec_id, kMaxRounds, device_memory_.capacity_frames()));
       }
     }
     const Nanos next = NextSystemEventTime();

@@ -240,18 +240,26 @@ std::optional<Failure> RunAndReport(const Context& ctx, Setup& setup,
       ExecuteRuns(std::move(requests), setup.jobs, &progress);
   progress.Finish();  // gone before the report or an error is printed
   std::vector<RunResult> results;
+  std::optional<absl::Status> failed;  // the first run that failed
   for (absl::StatusOr<RunResult>& result : runs) {
     if (!result.ok() && leave_out_refusals && IsPolicyRefusal(result.status())) {
       ctx.err << "umlab: left out " << result.status().message() << "\n";
       continue;
     }
-    if (!result.ok()) return RunFailed(result.status());
+    if (!result.ok()) {
+      if (!failed.has_value()) failed = result.status();
+      continue;
+    }
     results.push_back(*std::move(result));
   }
   if (results.empty()) {
-    return RunFailed(absl::FailedPreconditionError("every policy refused this capacity"));
+    return RunFailed(failed.value_or(
+        absl::FailedPreconditionError("every policy refused this capacity")));
   }
+  // The runs that finished are reported even when another failed: a long
+  // comparison loses one row, not all of them. The command still fails.
   ctx.out << setup.format->render(results);
+  if (failed.has_value()) return RunFailed(*failed);
   if (const std::optional<std::string> path = ctx.args.Get("timeline")) {
     if (absl::Status s = TimelineFromRun(results.front(), *path); !s.ok()) return RunFailed(s);
   }
@@ -466,7 +474,8 @@ const std::vector<Command>& Commands() {
        "Runs every policy on the same program, device and capacity, and prints one row "
        "each. The first policy is the baseline for the speedup column. Without --policies, a "
        "policy that cannot run at this capacity (flashneuron keeps every weight on the device) "
-       "is left out with a one-line note on stderr; a policy you name fails the command.",
+       "is left out with a one-line note on stderr; a policy you name that cannot run, or any "
+       "run that fails, fails the command (exit 1) after the rows of the runs that finished.",
        Join(ProgramOptions(), MachineOptions(), RunFormatOption(),
             std::vector<OptionSpec>{
                 {"policies", "LIST",

@@ -102,7 +102,7 @@ TEST(CliTest, ADefaultComparisonLeavesOutAPolicyThatRefusesTheCapacity) {
   // FlashNeuron keeps every weight on the device: at half of the small
   // mlp it cannot train, and says so in one line. Unnamed, it is left out
   // of the default comparison with that line on stderr; named, it fails
-  // the command.
+  // the command, whose other rows are still reported.
   const Outcome defaulted = Umlab(With({"compare", "--capacity=0.5", "--format=csv"}));
   ASSERT_EQ(defaulted.code, kExitOk) << defaulted.err;
   EXPECT_THAT(defaulted.err, HasSubstr("left out flashneuron: "));
@@ -113,6 +113,8 @@ TEST(CliTest, ADefaultComparisonLeavesOutAPolicyThatRefusesTheCapacity) {
   EXPECT_EQ(named.code, kExitFailure);
   EXPECT_TRUE(IsOneLine(named.err)) << named.err;
   EXPECT_THAT(named.err, HasSubstr("FlashNeuron cannot train this model here"));
+  EXPECT_THAT(named.out, HasSubstr("demand"));
+  EXPECT_THAT(named.out, Not(HasSubstr("flashneuron")));
 }
 
 TEST(CliTest, ParallelRunsGiveTheSameResultsInTheSameOrder) {

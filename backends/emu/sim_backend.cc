@@ -8,7 +8,6 @@
 #include "core/backend_registry.h"
 #include "core/kernel_assembler.h"
 #include "core/policy.h"
-#include "emu/g10_fault_model.h"
 
 namespace umlab {
 namespace {
@@ -301,14 +300,8 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
   for (const AccessRange& range : ranges_) {
     (range.write ? kernel.output_pages : kernel.input_pages) += range.pages;
   }
-  missing_input_pages_ = missing_output_pages_ = 0;
-  storage_input_pages_ = storage_output_pages_ = 0;
   // G10 asks for every missing page of the kernel's tensors at its start.
-  RaiseMissingPages();
-  kernel.missing_input_pages = missing_input_pages_;
-  kernel.missing_output_pages = missing_output_pages_;
-  kernel.storage_input_pages = storage_input_pages_;
-  kernel.storage_output_pages = storage_output_pages_;
+  RaiseMissingPages(&kernel);
   const Nanos charged_end =
       start + compute_ns +
       G10FaultTime(kernel, device_,
@@ -323,18 +316,7 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
   // forever.
   constexpr int kMaxRounds = 64;
   int rounds = 0;
-  while (true) {
-    if (waiting_.empty()) {
-      if (RaiseMissingPages() == 0) break;
-      if (++rounds > kMaxRounds) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "sim: faults=g10: kernel %d's pages were evicted %d times while it waited for "
-            "the rest, by the policy's own moves (its prefetches' victims); G10's model runs "
-            "a kernel only with all its pages resident at once, which this policy does not "
-            "leave at %d frames: use faults=batched or more --capacity",
-            exec_id, kMaxRounds, device_memory_.capacity_frames()));
-      }
-    }
+  while (!waiting_.empty()) {
     const Nanos next = NextSystemEventTime();
     if (next == kNever) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -345,6 +327,18 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
     ProcessSystemEventAtOrBefore(next);
     if (!error_.ok()) return error_;
     if (!engine_->health().ok()) return engine_->health();
+    if (!waiting_.empty()) continue;
+    // All in: a page evicted while the rest came is asked for again (or,
+    // brought back by a prefetch meanwhile, waited for).
+    RaiseMissingPages(nullptr);
+    if (!waiting_.empty() && ++rounds > kMaxRounds) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "sim: faults=g10: kernel %d's pages were evicted %d times while it waited for "
+          "the rest, by the policy's own moves (its prefetches' victims); G10's model runs "
+          "a kernel only with all its pages resident at once, which this policy does not "
+          "leave at %d frames: use faults=batched or more --capacity",
+          exec_id, kMaxRounds, device_memory_.capacity_frames()));
+    }
   }
   // Every page is in; the kernel's accesses are recorded (its writes
   // dirty their pages) and it ends when G10's charged time is over too.
@@ -362,8 +356,7 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
   return AdvanceIdle(std::max(clock_.now(), charged_end));
 }
 
-uint64_t SimBackend::RaiseMissingPages() {
-  uint64_t raised = 0;
+void SimBackend::RaiseMissingPages(G10KernelFaults* counts) {
   const MemoryView& memory = engine_->memory_state();
   for (const AccessRange& range : ranges_) {
     for (uint64_t offset = 0; offset < range.pages;) {
@@ -382,19 +375,16 @@ uint64_t SimBackend::RaiseMissingPages() {
       waiting_[block].set(index);
       const BlockState* state = memory.Find(block);
       if (state != nullptr && state->in_flight.test(index)) continue;  // on its way: waited for
-      const bool from_storage = state != nullptr && state->in_storage.test(index);
-      if (range.write) {
-        ++missing_output_pages_;
-        storage_output_pages_ += from_storage ? 1 : 0;
-      } else {
-        ++missing_input_pages_;
-        storage_input_pages_ += from_storage ? 1 : 0;
+      if (counts != nullptr) {
+        const bool from_storage = state != nullptr && state->in_storage.test(index);
+        ++(range.write ? counts->missing_output_pages : counts->missing_input_pages);
+        if (from_storage) {
+          ++(range.write ? counts->storage_output_pages : counts->storage_input_pages);
+        }
       }
       RaiseG10Fault(page, range.write);
-      ++raised;
     }
   }
-  return raised;
 }
 
 void SimBackend::RaiseG10Fault(PageNumber page, bool write) {
@@ -543,20 +533,16 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     link_.ProcessEventsAt(clock_.now(), completed_scratch_);
     for (TransferId id : completed_scratch_) {
       if (device_evictions_.erase(id) > 0) continue;  // the driver's own: recorded already
-      if (!evicting_.empty()) {
-        if (auto done = transfers_.find(id);
-            done != transfers_.end() && done->second.kind == TransferKind::kEviction) {
-          if (auto own = evicting_.find(done->second.block);
-              own != evicting_.end() && own->second == id) {
-            evicting_.erase(own);
-          }
-        }
-      }
       const bool driver_migration = driver_migrations_.contains(id);
       auto it = transfers_.find(id);
       if (it == transfers_.end()) continue;
       const Transfer transfer = it->second;
       transfers_.erase(it);
+      if (transfer.kind == TransferKind::kEviction) {
+        if (auto own = evicting_.find(transfer.block); own != evicting_.end() && own->second == id) {
+          evicting_.erase(own);
+        }
+      }
       if (transfer.kind != TransferKind::kEviction) {
         PageMask pages = transfer.pages;
         if (auto moving = moving_.find(id); moving != moving_.end()) {

@@ -57,6 +57,7 @@
 #include "emu/device_presets.h"
 #include "emu/device_memory.h"
 #include "emu/fault_buffer.h"
+#include "emu/g10_fault_model.h"
 #include "emu/pcie_link.h"
 #include "emu/virtual_clock.h"
 
@@ -243,8 +244,10 @@ class SimBackend final : public Backend {
   // The G10 fault model's kernel (SimOptions::FaultModel::kG10).
   absl::Status ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns);
   // G10 model: raises a fault for each page of the kernel's ranges that is
-  // neither mapped, landing nor already raised; returns how many.
-  uint64_t RaiseMissingPages();
+  // neither mapped, landing nor already waited for, and waits for all of
+  // them; counts the faults by input/output and source into `counts`
+  // unless it is null.
+  void RaiseMissingPages(G10KernelFaults* counts);
   void RaiseG10Fault(PageNumber page, bool write);
   // G10 model: pages of `block` that landed leave the kernel's wait.
   void NoteLanded(BlockNumber block);
@@ -341,9 +344,6 @@ class SimBackend final : public Backend {
   // pages out and in side by side), so an arrival waits only for an
   // eviction of its own block's data, never for the one that frees a frame.
   absl::flat_hash_map<BlockNumber, TransferId> evicting_;
-  // G10 model: the running kernel's page counts for G10FaultTime.
-  uint64_t missing_input_pages_ = 0, missing_output_pages_ = 0;
-  uint64_t storage_input_pages_ = 0, storage_output_pages_ = 0;
 
   // User mode. Transfers submitted and not finished, per block: the driver
   // never evicts a block with a call or a copy pending.

@@ -82,7 +82,8 @@ class Backend {
 
   // Whether fault handling is charged per kernel from measured times (the
   // sim's G10 fault model) rather than per fault batch: the engine then
-  // pays no batch latency (EngineConfig::fault_latency_ns is zero).
+  // pays no batch latency (the Engine sets EngineConfig::fault_latency_ns
+  // to zero).
   virtual bool ChargesFaultsPerKernel() const { return false; }
 
   // The engine registers itself before the run starts.

@@ -46,6 +46,9 @@ Engine::Engine(Backend& backend, Policy& policy, uint64_t capacity_frames,
       memory_(policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames,
               config.host_capacity_pages, config.has_storage) {
   config_.batch_size = std::max(1, config_.batch_size);
+  // A backend that charges fault handling per kernel has it in its own
+  // model; a batch latency would charge it twice.
+  if (backend.ChargesFaultsPerKernel()) config_.fault_latency_ns = 0;
   raw_batch_.resize(config_.batch_size);
   policy_.Bind(this);
   backend_.SetListener(this);

@@ -50,7 +50,8 @@ struct EngineConfig {
   ReplayPolicy replay = ReplayPolicy::kBatch;
   // Time from fetching a batch to the first migration: the fault-handling
   // latency (G10 Table 2 uses 45 us per far fault; faults of one batch are
-  // handled together).
+  // handled together). The engine uses zero on a backend that charges
+  // faults per kernel (Backend::ChargesFaultsPerKernel).
   Nanos fault_latency_ns = 45000;
   // Prefetch migrations in flight at once. Bounds how far prefetching can run
   // ahead of the fault path and keeps frames from being claimed too early.

@@ -34,13 +34,13 @@ Nanos KernelOverhead() {
 // One frame, two blocks: kernel 1 writes block 0, kernel 2 writes block 1
 // (evicting block 0, dirty), kernel 3 reads block 0 back (evicting block 1).
 // Each measured time is under a second, which the artifact reads as 0 ms.
-ProgramBuilder EvictAndReturn() {
+ProgramBuilder EvictAndReturn(Nanos last_compute_ns = kMs) {
   ProgramBuilder p;
   p.Alloc(0, 2);
   for (uint32_t id = 1; id <= 3; ++id) p.FaultTimes(id, 50 * kMs, 20 * kMs);
   p.Kernel(1, kMs, {0}, /*write=*/true);
   p.Kernel(2, kMs, {1}, /*write=*/true);
-  p.Kernel(3, kMs, {0});
+  p.Kernel(3, last_compute_ns, {0});
   return p;
 }
 
@@ -57,6 +57,19 @@ TEST(SimG10FaultsTest, TheArtifactChargesMissingBytesAtTheLinksPace) {
   EXPECT_EQ(run.stats.page_accesses, 3u * kPagesPerBlock);
   EXPECT_EQ(run.stats.h2d_bytes, kBlockSize);       // block 0 comes back
   EXPECT_EQ(run.stats.d2h_bytes, 2 * kBlockSize);   // both were written
+}
+
+TEST(SimG10FaultsTest, NoBatchLatencyDelaysTheArrivals) {
+  // Kernel 3 computes nothing, so its block's arrival, not its charge,
+  // ends it: 2 MiB at 1 GB/s from its start, though the device's fault
+  // path takes 45 us per batch, and its 512 faults make two batches.
+  DemandPolicy demand;
+  DeviceConfig device = TestDevice();
+  device.fault_latency_ns = 45000;
+  const SimRun run =
+      RunOnSim(EvictAndReturn(/*last_compute_ns=*/0), 1, demand, device, ReplayPolicy::kBatch, G10());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.time_ns, 2 * (kMs + kBlockMove) + kBlockMove + 3 * KernelOverhead());
 }
 
 TEST(SimG10FaultsTest, MeasuredTimesChargeTheKernelsOwnRate) {

@@ -39,7 +39,6 @@ inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, 
   EngineConfig config = EngineConfigFor(device);
   config.replay = replay;
   config.check_invariants = true;
-  if (backend.ChargesFaultsPerKernel()) config.fault_latency_ns = 0;
   Engine engine(backend, policy, frames, config);
   SimRun run;
   VectorSource plan_source = program.Source();

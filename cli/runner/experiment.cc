@@ -211,13 +211,13 @@ absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
           request.device.name, entry->name));
     }
   }
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      Backends().Create(request.backend, request.device, capacity_frames);
-  if (!backend.ok()) return backend.status();
   EngineConfig engine_config = EngineConfigFor(request.device);
   engine_config.replay = request.replay;
   engine_config.check_invariants = request.check_invariants;
-  if ((*backend)->ChargesFaultsPerKernel()) engine_config.fault_latency_ns = 0;
+
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      Backends().Create(request.backend, request.device, capacity_frames);
+  if (!backend.ok()) return backend.status();
   result.backend = (*backend)->name();
   Engine engine(**backend, **policy, capacity_frames, engine_config);
 

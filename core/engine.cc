@@ -606,13 +606,19 @@ void Engine::Prefetch(BlockNumber block, const PageMask& pages, uint32_t exec_id
   if (pages.none()) return;
   ++stats_.prefetch_requests;
   prefetch_queue_.push_back(PrefetchRequest{block, pages, exec_id});
+  QueuedPages& queued = queued_prefetch_pages_[block];
+  queued.pages |= pages;
+  ++queued.requests;
 }
 
 void Engine::Populate(BlockNumber block, const PageMask& pages) {
   if (pages.any()) populate_queue_.push_back(PrefetchRequest{block, pages, current_exec_id_});
 }
 
-void Engine::CancelPrefetches() { prefetch_queue_.clear(); }
+void Engine::CancelPrefetches() {
+  prefetch_queue_.clear();
+  queued_prefetch_pages_.clear();
+}
 
 void Engine::PreEvict(BlockNumber block) {
   pre_evict_queue_.push_back(PreEvictRequest{block, FullPageMask(), std::nullopt});
@@ -659,6 +665,10 @@ void Engine::PumpPrefetches() {
          !prefetch_queue_.empty()) {
     const PrefetchRequest request = prefetch_queue_.front();
     prefetch_queue_.pop_front();
+    if (auto queued = queued_prefetch_pages_.find(request.block);
+        queued != queued_prefetch_pages_.end() && --queued->second.requests == 0) {
+      queued_prefetch_pages_.erase(queued);
+    }
     IssueAhead(request, /*populate=*/false);
   }
 }

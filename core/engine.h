@@ -138,6 +138,14 @@ class Engine final : public TransferListener, private PolicyContext {
   ResidencyBreakdown Residency() const;
   // Prefetch requests the policy queued that the engine has not issued.
   size_t pending_prefetches() const { return prefetch_queue_.size(); }
+  // The pages of `block` that such requests ask for (a superset while
+  // several requests for the block wait): a backend that models G10's
+  // faults counts them as in transfer, not faulted, as G10 marks a page
+  // in transfer from the moment its prefetch is queued.
+  PageMask QueuedPrefetchPages(BlockNumber block) const {
+    auto it = queued_prefetch_pages_.find(block);
+    return it == queued_prefetch_pages_.end() ? PageMask() : it->second.pages;
+  }
 
  private:
   struct PrefetchRequest {
@@ -271,6 +279,13 @@ class Engine final : public TransferListener, private PolicyContext {
   std::vector<FaultedBlock> faulted_blocks_;
 
   std::deque<PrefetchRequest> prefetch_queue_;
+  // What prefetch_queue_ asks for, per block, until its last request for
+  // the block leaves the queue.
+  struct QueuedPages {
+    PageMask pages;
+    int requests = 0;
+  };
+  absl::flat_hash_map<BlockNumber, QueuedPages> queued_prefetch_pages_;
   std::deque<PrefetchRequest> populate_queue_;
   struct PreEvictRequest {
     BlockNumber block;

@@ -4,7 +4,11 @@
 // for the eviction that frees its frame. Times are worked out on the test
 // device: 1 GB/s each way and no fixed costs, so a 2 MiB block moves in
 // 2.097152 ms.
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -34,6 +38,7 @@ Nanos KernelOverhead() {
 // One frame, two blocks: kernel 1 writes block 0, kernel 2 writes block 1
 // (evicting block 0, dirty), kernel 3 reads block 0 back (evicting block 1).
 // Each measured time is under a second, which the artifact reads as 0 ms.
+// (So a kernel is charged its missing bytes at the link's pace.)
 ProgramBuilder EvictAndReturn(Nanos last_compute_ns = kMs) {
   ProgramBuilder p;
   p.Alloc(0, 2);
@@ -134,6 +139,114 @@ TEST(SimG10FaultsTest, AKernelLargerThanTheDeviceIsRefused) {
   EXPECT_FALSE(run.status.ok());
   EXPECT_THAT(std::string(run.status.message()),
               ::testing::HasSubstr("kernel 1 touches 2 blocks, more than the device's 1 frames"));
+}
+
+// Demand's decisions, plus moves of its own at chosen kernels' starts.
+class ScriptedMoves final : public Policy {
+ public:
+  using Move = std::function<void(PolicyContext&)>;
+  void At(uint32_t exec_id, Move move) { moves_[exec_id].push_back(std::move(move)); }
+  void OnKernelBegin(uint32_t exec_id) override {
+    for (const Move& move : moves_[exec_id]) move(context());
+  }
+  // Gives no frame to a prefetch: the engine drops it.
+  bool refuse_prefetch_victims = false;
+  std::optional<BlockNumber> ChooseVictim(const VictimQuery& query) override {
+    if (refuse_prefetch_victims && query.reason == VictimReason::kPrefetch) return std::nullopt;
+    return Policy::ChooseVictim(query);
+  }
+
+ private:
+  std::map<uint32_t, std::vector<Move>> moves_;
+};
+
+BlockNumber Block(int block) { return BlockOfAddress(ProgramBuilder::BlockAddress(block)); }
+
+TEST(SimG10FaultsTest, AQueuedPrefetchIsWaitedForNotFaulted) {
+  // Kernel 1 writes six blocks; at kernel 2 the policy pre-evicts them all,
+  // and at kernel 3, which reads them, prefetches them back. The engine
+  // lets four prefetches run at once and queues the other two: G10 marks a
+  // page in transfer from the moment its prefetch is queued, so kernel 3
+  // faults on none of them, is charged nothing for faults, and waits for
+  // the six copies in: 6 x 2.097 ms from its start.
+  ProgramBuilder p;
+  p.Alloc(0, 6);
+  for (uint32_t id = 1; id <= 3; ++id) p.FaultTimes(id, 50 * kMs, 20 * kMs);
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5};
+  p.Kernel(1, kMs, all, /*write=*/true);
+  p.Kernel(2, 20 * kMs, {});
+  p.Kernel(3, kMs, all);
+  ScriptedMoves policy;
+  policy.At(2, [](PolicyContext& c) {
+    for (int b = 0; b < 6; ++b) c.PreEvictPages(Block(b), FullPageMask(), MemoryTier::kHost);
+  });
+  policy.At(3, [](PolicyContext& c) {
+    for (int b = 0; b < 6; ++b) c.Prefetch(Block(b), FullPageMask(), 3);
+  });
+  const SimRun run = RunOnSim(p, 8, policy, TestDevice(), ReplayPolicy::kBatch, G10());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.faults, 6u * kPagesPerBlock);  // kernel 1's, none of kernel 3's
+  EXPECT_EQ(run.stats.faulted_in_flight_pages, 0u);
+  EXPECT_EQ(run.stats.h2d_bytes, 6 * kBlockSize);
+  // Kernel 1: 1 ms + six fresh blocks charged at the link's pace; kernel 2
+  // hides the write-backs; kernel 3: the six copies.
+  EXPECT_EQ(run.stats.time_ns,
+            (kMs + 6 * kBlockMove) + 20 * kMs + 6 * kBlockMove + 3 * KernelOverhead());
+}
+
+TEST(SimG10FaultsTest, AnArrivalWaitsForItsOwnPagesWriteBackNotItsNeighbours) {
+  // G10 moves pages, not blocks. At kernel 2 the policy writes back the
+  // first half of block 0, then blocks 1 to 3, on the device-to-host lane;
+  // at kernel 3 (2 ms on), block 0's second half, queued behind them until
+  // 8.4 ms. Kernel 3 reads the first half back: its copy waits for that
+  // half's write-back (done at 1.05 ms), not for its neighbour's.
+  ProgramBuilder p;
+  p.Alloc(0, 4);
+  for (uint32_t id = 1; id <= 3; ++id) p.FaultTimes(id, 50 * kMs, 20 * kMs);
+  p.Kernel(1, kMs, {0, 1, 2, 3}, /*write=*/true);
+  p.Kernel(2, 2 * kMs, {});
+  p.Begin(3, 0).Access(ProgramBuilder::BlockAddress(0), kBlockSize / 2, false).End(3);
+  const PageMask first_half = PageRangeMask(0, kPagesPerBlock / 2);
+  ScriptedMoves policy;
+  policy.At(2, [&](PolicyContext& c) {
+    c.PreEvictPages(Block(0), first_half, MemoryTier::kHost);
+    for (int b = 1; b <= 3; ++b) c.PreEvictPages(Block(b), FullPageMask(), MemoryTier::kHost);
+  });
+  policy.At(3, [&](PolicyContext& c) {
+    c.PreEvictPages(Block(0), ~first_half, MemoryTier::kHost);
+  });
+  const SimRun run = RunOnSim(p, 4, policy, TestDevice(), ReplayPolicy::kBatch, G10());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.h2d_bytes, kBlockSize / 2);
+  EXPECT_EQ(run.stats.d2h_bytes, 4 * kBlockSize);
+  EXPECT_EQ(run.stats.time_ns,
+            (kMs + 4 * kBlockMove) + 2 * kMs + kBlockMove / 2 + 3 * KernelOverhead());
+}
+
+TEST(SimG10FaultsTest, AQueuedPrefetchTheEngineDropsFaultsInstead) {
+  // Five frames. Kernel 1 fills them with blocks 0 to 4; at kernel 2 the
+  // policy pre-evicts those, and kernel 2 writes block 5. Kernel 3 reads
+  // block 4, whose prefetch waits behind four others that fill the device,
+  // and, its turn come, finds no frame the policy will give a prefetch: it
+  // is dropped, and the pages kernel 3 waited for fault in.
+  ProgramBuilder p;
+  p.Alloc(0, 6);
+  for (uint32_t id = 1; id <= 3; ++id) p.FaultTimes(id, 50 * kMs, 20 * kMs);
+  p.Kernel(1, kMs, {0, 1, 2, 3, 4}, /*write=*/true);
+  p.Kernel(2, 20 * kMs, {5}, /*write=*/true);
+  p.Kernel(3, kMs, {4});
+  ScriptedMoves policy;
+  policy.refuse_prefetch_victims = true;
+  policy.At(2, [](PolicyContext& c) {
+    for (int b = 0; b < 5; ++b) c.PreEvictPages(Block(b), FullPageMask(), MemoryTier::kHost);
+  });
+  policy.At(3, [](PolicyContext& c) {
+    for (int b = 0; b < 5; ++b) c.Prefetch(Block(b), FullPageMask(), 3);
+  });
+  const SimRun run = RunOnSim(p, 5, policy, TestDevice(), ReplayPolicy::kBatch, G10());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.prefetches_dropped, 1u);
+  EXPECT_EQ(run.stats.faults, 7u * kPagesPerBlock);  // six fresh blocks, then block 4
 }
 
 TEST(SimG10FaultsTest, UserModeIsRefused) {

@@ -318,6 +318,7 @@ absl::Status SimBackend::ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns) {
   int rounds = 0;
   while (!waiting_.empty()) {
     const Nanos next = NextSystemEventTime();
+    if (next == kNever && RaiseStrandedPages()) continue;
     if (next == kNever) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "deadlock in kernel %d: %d blocks wait on faults that cannot be serviced (the "
@@ -374,7 +375,9 @@ void SimBackend::RaiseMissingPages(G10KernelFaults* counts) {
       }
       waiting_[block].set(index);
       const BlockState* state = memory.Find(block);
-      if (state != nullptr && state->in_flight.test(index)) continue;  // on its way: waited for
+      // On its way, or its prefetch queued: waited for, not faulted.
+      if (state != nullptr && state->in_flight.test(index)) continue;
+      if (engine_->QueuedPrefetchPages(block).test(index)) continue;
       if (counts != nullptr) {
         const bool from_storage = state != nullptr && state->in_storage.test(index);
         ++(range.write ? counts->missing_output_pages : counts->missing_input_pages);
@@ -385,6 +388,29 @@ void SimBackend::RaiseMissingPages(G10KernelFaults* counts) {
       RaiseG10Fault(page, range.write);
     }
   }
+}
+
+bool SimBackend::RaiseStrandedPages() {
+  const MemoryView& memory = engine_->memory_state();
+  bool raised = false;
+  for (const AccessRange& range : ranges_) {
+    for (uint64_t offset = 0; offset < range.pages; ++offset) {
+      const PageNumber page = range.first_page + offset;
+      const BlockNumber block = BlockOfPage(page);
+      const int index = PageIndexInBlock(page);
+      auto waiting = waiting_.find(block);
+      if (waiting == waiting_.end() || !waiting->second.test(index)) continue;
+      if (auto it = raised_pages_.find(block); it != raised_pages_.end() && it->second.test(index)) {
+        continue;
+      }
+      const BlockState* state = memory.Find(block);
+      if (state != nullptr && state->in_flight.test(index)) continue;
+      if (engine_->QueuedPrefetchPages(block).test(index)) continue;
+      RaiseG10Fault(page, range.write);
+      raised = true;
+    }
+  }
+  return raised;
 }
 
 void SimBackend::RaiseG10Fault(PageNumber page, bool write) {
@@ -539,8 +565,9 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
       const Transfer transfer = it->second;
       transfers_.erase(it);
       if (transfer.kind == TransferKind::kEviction) {
-        if (auto own = evicting_.find(transfer.block); own != evicting_.end() && own->second == id) {
-          evicting_.erase(own);
+        if (auto own = evicting_.find(transfer.block); own != evicting_.end()) {
+          std::erase_if(own->second, [id](const Evicting& e) { return e.id == id; });
+          if (own->second.empty()) evicting_.erase(own);
         }
       }
       if (transfer.kind != TransferKind::kEviction) {
@@ -822,7 +849,7 @@ void SimBackend::Submit(const Transfer& transfer) {
       driver_->OnDevicePagesEvicted(transfer.block, held & transfer.copy);
       driver_->OnDevicePagesDiscarded(transfer.block, held & ~transfer.copy);
     }
-    if (options_.g10_faults()) evicting_[transfer.block] = transfer.id;
+    if (options_.g10_faults()) evicting_[transfer.block].push_back({transfer.id, transfer.pages});
     device_memory_.Unmap(transfer.block, transfer.pages);
     // Pages of the block still landing keep its frame.
     KeepFrameWhileLanding(transfer.block);
@@ -880,8 +907,12 @@ void SimBackend::Submit(const Transfer& transfer) {
     }
     NoteArrival(transfer.block);
   } else if (options_.g10_faults()) {
-    auto own = evicting_.find(transfer.block);
-    after = own == evicting_.end() ? 0 : own->second;
+    after = 0;
+    if (auto own = evicting_.find(transfer.block); own != evicting_.end()) {
+      for (const Evicting& out : own->second) {
+        if ((out.pages & transfer.pages).any()) after = std::max(after, out.id);
+      }
+    }
   }
   // User mode: the driver does one thing at a time in the order it was
   // asked; faults have no priority over calls.

@@ -248,6 +248,10 @@ class SimBackend final : public Backend {
   // them; counts the faults by input/output and source into `counts`
   // unless it is null.
   void RaiseMissingPages(G10KernelFaults* counts);
+  // G10 model, with nothing left to happen: raises the pages the kernel
+  // waits for that nothing will bring (a queued prefetch the engine
+  // dropped). Whether it raised any.
+  bool RaiseStrandedPages();
   void RaiseG10Fault(PageNumber page, bool write);
   // G10 model: pages of `block` that landed leave the kernel's wait.
   void NoteLanded(BlockNumber block);
@@ -339,11 +343,17 @@ class SimBackend final : public Backend {
   // again at its replay if it could not service them.
   absl::flat_hash_map<BlockNumber, PageMask> waiting_;
   std::vector<FaultEntry> fetched_;
-  // G10 model: each block's eviction on the link, if any. G10 gives an
-  // evicted page's frame to the arriving page at once (its batches move
-  // pages out and in side by side), so an arrival waits only for an
-  // eviction of its own block's data, never for the one that frees a frame.
-  absl::flat_hash_map<BlockNumber, TransferId> evicting_;
+  // G10 model: each block's evictions on the link, with their pages. G10
+  // moves 4 KB pages, not blocks, and gives an evicted page's frame to the
+  // arriving page at once (its batches move pages out and in side by
+  // side), so an arrival waits only for an eviction of the same pages'
+  // data: never for the one that frees a frame, nor for a neighbour's
+  // write-back queued in the same block.
+  struct Evicting {
+    TransferId id;
+    PageMask pages;
+  };
+  absl::flat_hash_map<BlockNumber, std::vector<Evicting>> evicting_;
 
   // User mode. Transfers submitted and not finished, per block: the driver
   // never evicts a block with a call or a copy pending.

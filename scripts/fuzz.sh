@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz) with clang in build-fuzz/ and runs
+# Builds the libFuzzer targets (tests/fuzz) with clang in build-asan/ (the
+# build scripts/test.sh --sanitize runs the suite in) and runs
 # each for SECONDS (default 60), starting from a scratch copy of its committed
 # seed corpus. Fails on any crash, leak, timeout or out-of-memory; prints the
 # executions per target. Needs clang and libclang-rt (scripts/setup.sh --fuzz).
@@ -20,7 +21,8 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -eq 0 ]; then
 fi
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="$root/build-fuzz"
+source "$root/scripts/sanitized-build.sh"
+build="$root/$sanitized_build_dir"
 fuzz_dir="$root/tests/fuzz"
 # Limits (docs/fuzzing.md): memory per process (libFuzzer also fails any single
 # allocation above it), seconds per input, and input size per target.
@@ -51,11 +53,7 @@ done
 
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-# RelWithDebInfo: a crash's stack wants line numbers (the project's default
-# is Release).
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF -DBUILD_TESTING=OFF \
-  -DUMLAB_WERROR=ON "${launcher[@]}" >/dev/null
+cmake -S "$root" -B "$build" -G Ninja "${sanitized_cmake_args[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" --target "${targets[@]/%/_fuzz}"
 
 scratch="$(mktemp -d)"

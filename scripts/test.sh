@@ -3,7 +3,9 @@
 # (a user's own build leaves UMLAB_WERROR off).
 #   scripts/test.sh                 the default build type (Release, -O3) in build/, then the
 #                                   README's main job on that binary
-#   scripts/test.sh --sanitize      AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/
+#   scripts/test.sh --sanitize      AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
+#                                   with clang (installed if missing), the build scripts/fuzz.sh
+#                                   fuzzes in
 #   scripts/test.sh --tsan          ThreadSanitizer in build-tsan/, only the tests labelled
 #                                   `threads` (tests/CMakeLists.txt lists them)
 # ccache is used when it is installed.
@@ -19,11 +21,11 @@ ctest_args=()
 case "${1:-}" in
   "") ;;
   --sanitize)
-    build=build-asan
-    # Benchmarks are speed, not behaviour, and the cuda backend cannot run
-    # without a GPU: neither is worth a sanitized build.
-    extra=(-DUMLAB_SANITIZE=address,undefined -DUMLAB_BENCH=OFF -DUMLAB_CUDA=OFF
-           -DCMAKE_BUILD_TYPE=Debug)
+    # clang, shared with the fuzz targets (scripts/sanitized-build.sh).
+    scripts/setup.sh --fuzz
+    source scripts/sanitized-build.sh
+    build="$sanitized_build_dir"
+    extra=("${sanitized_cmake_args[@]}")
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     ;;

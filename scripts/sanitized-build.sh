@@ -1,0 +1,15 @@
+# Sourced by scripts/test.sh --sanitize and scripts/fuzz.sh: the one build
+# both run in. The suite under AddressSanitizer and UndefinedBehaviorSanitizer
+# and the libFuzzer targets need the same instrumented libraries, so they
+# share them: clang with -DUMLAB_FUZZ=ON instruments every library for
+# coverage, ASan and UBSan, and the test executables link them with the
+# sanitizer runtimes (which carry the coverage callbacks). A second full
+# build for the fuzzers cost CI about six of its 30 minutes.
+# RelWithDebInfo: a report's stack wants line numbers, and -O2 runs the
+# suite under ASan about twice as fast as -O0 (umlab has no assert()s that
+# NDEBUG would drop). Benchmarks are speed, not behaviour, and the cuda
+# backend cannot run without a GPU: neither is built here.
+sanitized_build_dir=build-asan
+sanitized_cmake_args=(-DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON
+                      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF
+                      -DUMLAB_WERROR=ON)

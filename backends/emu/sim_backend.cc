@@ -1109,8 +1109,10 @@ UMLAB_REGISTER_BACKEND(
            {"faults", ParamType::kString, "batched",
             "how faults cost time: batched (SMs stall on each fault until its batch is fetched, "
             "fault_latency_us later, and its pages land), g10 (G10's simulator: every missing "
-            "page of a kernel faults at its start and moves at the link's pace, and the kernel "
-            "is charged a fault time from its own times measured with faults, read as the "
+            "page of a kernel not already on its way or queued for prefetch faults at its start "
+            "and moves at the link's pace, waiting only for its own page's write-back, and the "
+            "kernel is charged a fault time from its own times measured with faults, read as "
+            "the "
             "artifact's arithmetic reads them, which its published figures used) or "
             "g10-measured (the same with the measured times as the paper intends); the g10 "
             "models need a program that carries those times, as --workload=g10 does "

@@ -53,6 +53,7 @@ done
 
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+forget_other_compiler "$build"
 cmake -S "$root" -B "$build" -G Ninja "${sanitized_cmake_args[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" --target "${targets[@]/%/_fuzz}"
 

@@ -13,3 +13,14 @@ sanitized_build_dir=build-asan
 sanitized_cmake_args=(-DCMAKE_CXX_COMPILER=clang++ -DUMLAB_FUZZ=ON
                       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMLAB_CUDA=OFF -DUMLAB_BENCH=OFF
                       -DUMLAB_WERROR=ON)
+
+# A build directory configured with another compiler (build-asan/ was gcc's
+# before it was shared with the fuzzers) cannot switch in place: CMake drops
+# its cache and the configure fails. Start such a one afresh.
+forget_other_compiler() {
+  local cache="$1/CMakeCache.txt"
+  if [ -f "$cache" ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++$' "$cache"; then
+    echo "$1 was configured with another compiler than clang++; configuring it afresh" >&2
+    rm -rf "$cache" "$1/CMakeFiles"
+  fi
+}

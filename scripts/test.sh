@@ -25,6 +25,7 @@ case "${1:-}" in
     scripts/setup.sh --fuzz
     source scripts/sanitized-build.sh
     build="$sanitized_build_dir"
+    forget_other_compiler "$build"
     extra=("${sanitized_cmake_args[@]}")
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

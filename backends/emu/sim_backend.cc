@@ -375,9 +375,7 @@ void SimBackend::RaiseMissingPages(G10KernelFaults* counts) {
       }
       waiting_[block].set(index);
       const BlockState* state = memory.Find(block);
-      // On its way, or its prefetch queued: waited for, not faulted.
-      if (state != nullptr && state->in_flight.test(index)) continue;
-      if (engine_->QueuedPrefetchPages(block).test(index)) continue;
+      if (ArrivesWithoutFault(state, block, index)) continue;
       if (counts != nullptr) {
         const bool from_storage = state != nullptr && state->in_storage.test(index);
         ++(range.write ? counts->missing_output_pages : counts->missing_input_pages);
@@ -390,6 +388,19 @@ void SimBackend::RaiseMissingPages(G10KernelFaults* counts) {
   }
 }
 
+bool SimBackend::ArrivesWithoutFault(const BlockState* state, BlockNumber block,
+                                     int index) const {
+  return (state != nullptr && state->in_flight.test(index)) ||
+         engine_->QueuedPrefetchPages(block).test(index);
+}
+
+bool SimBackend::AwaitedButNotRaised(BlockNumber block, int index) const {
+  auto waiting = waiting_.find(block);
+  if (waiting == waiting_.end() || !waiting->second.test(index)) return false;
+  auto raised = raised_pages_.find(block);
+  return raised == raised_pages_.end() || !raised->second.test(index);
+}
+
 bool SimBackend::RaiseStrandedPages() {
   const MemoryView& memory = engine_->memory_state();
   bool raised = false;
@@ -398,14 +409,8 @@ bool SimBackend::RaiseStrandedPages() {
       const PageNumber page = range.first_page + offset;
       const BlockNumber block = BlockOfPage(page);
       const int index = PageIndexInBlock(page);
-      auto waiting = waiting_.find(block);
-      if (waiting == waiting_.end() || !waiting->second.test(index)) continue;
-      if (auto it = raised_pages_.find(block); it != raised_pages_.end() && it->second.test(index)) {
-        continue;
-      }
-      const BlockState* state = memory.Find(block);
-      if (state != nullptr && state->in_flight.test(index)) continue;
-      if (engine_->QueuedPrefetchPages(block).test(index)) continue;
+      if (!AwaitedButNotRaised(block, index)) continue;
+      if (ArrivesWithoutFault(memory.Find(block), block, index)) continue;
       RaiseG10Fault(page, range.write);
       raised = true;
     }
@@ -658,13 +663,7 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
       const PageNumber page = entry.page;
       const BlockNumber block = BlockOfPage(page);
       const int index = PageIndexInBlock(page);
-      auto waiting = waiting_.find(block);
-      if (waiting == waiting_.end() || !waiting->second.test(index)) continue;
-      if (device_memory_.IsMapped(page)) continue;
-      if (auto raised = raised_pages_.find(block);
-          raised != raised_pages_.end() && raised->second.test(index)) {
-        continue;
-      }
+      if (!AwaitedButNotRaised(block, index) || device_memory_.IsMapped(page)) continue;
       const BlockState* state = memory.Find(block);
       if (state != nullptr && state->in_flight.test(index)) continue;
       RaiseG10Fault(page, entry.access != AccessType::kRead);

@@ -252,6 +252,14 @@ class SimBackend final : public Backend {
   // waits for that nothing will bring (a queued prefetch the engine
   // dropped). Whether it raised any.
   bool RaiseStrandedPages();
+  // G10 model: whether page `index` of `block` comes in with no fault of
+  // the kernel's: a migration brings it, or a prefetch for it waits in the
+  // engine's queue (G10 marks a page in transfer once its prefetch is
+  // queued). `state` is the engine's record of the block (may be null).
+  bool ArrivesWithoutFault(const BlockState* state, BlockNumber block, int index) const;
+  // G10 model: whether the running kernel waits for the page and no fault
+  // for it is raised and not yet fetched.
+  bool AwaitedButNotRaised(BlockNumber block, int index) const;
   void RaiseG10Fault(PageNumber page, bool write);
   // G10 model: pages of `block` that landed leave the kernel's wait.
   void NoteLanded(BlockNumber block);

@@ -133,6 +133,8 @@ class CountingContext final : public PolicyContext {
   void PreEvictPages(BlockNumber, const PageMask&, MemoryTier) override {}
   void Discard(BlockNumber, const PageMask&) override {}
   void SetPinned(BlockNumber, bool) override {}
+  void MapRemote(BlockNumber, const PageMask&) override {}
+  void UnmapRemote(BlockNumber, const PageMask&) override {}
 
  private:
   MemoryState memory_;

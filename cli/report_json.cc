@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/json_contract.h"
 #include "cli/report.h"
+#include "core/role_residency.h"
 
 namespace umlab::cli {
 namespace {
@@ -50,11 +51,25 @@ Json SeriesJson(const RunSeries& series) {
   return out;
 }
 
+// Bytes by tensor role; empty when the program gave no roles.
+Json RoleBytesJson(const std::array<uint64_t, kTensorRoleCount + 1>& bytes) {
+  Json out = Json::object();
+  uint64_t total = 0;
+  for (uint64_t b : bytes) total += b;
+  if (total == 0) return out;
+  for (int role = 0; role < kTensorRoleCount; ++role) {
+    out[TensorRoleKey(static_cast<TensorRole>(role))] = bytes[role];
+  }
+  out["unknown"] = bytes[kUnknownRoleSlot];
+  return out;
+}
+
 Json RunJson(const RunResult& run) {
   Json out = RunScalars(run);
   Json& iterations = out["per_iteration"] = Json::array();
   for (const IterationStats& it : run.stats.per_iteration) iterations.push_back(IterationJson(it));
   if (run.series.has_value()) out["series"] = SeriesJson(*run.series);
+  out["peak_device_bytes_by_role"] = RoleBytesJson(run.stats.peak_device_bytes_by_role);
   out["policy_stats"] = PolicyStatsJson(run.policy_stats);
   return out;
 }

@@ -107,6 +107,19 @@ class Backend {
   // What was touched and written since the pages were mapped.
   virtual PageUse QueryUse(BlockNumber block) const = 0;
 
+  // --- Remote mapping (direct host access) ---
+  // Whether the device can reach host memory without migrating it.
+  virtual bool MapsRemotely() const { return false; }
+  // Map `pages` of a block, which are not on the device, for the device to
+  // read and write where their data is, in host memory: no frame is taken
+  // and no fault is raised; each access crosses the link instead. The
+  // engine calls this only where MapsRemotely().
+  virtual void MapRemote(BlockNumber /*block*/, const PageMask& /*pages*/) {}
+  // Take such a mapping down: the next access faults. The host keeps the
+  // data, writes made through the mapping included. The engine calls this
+  // before it migrates a remotely mapped page.
+  virtual void UnmapRemote(BlockNumber /*block*/, const PageMask& /*pages*/) {}
+
   // Wake stalled accessors, no earlier than `not_before`. `block` limits a
   // kBlock replay to one block's accessors; other policies wake everyone.
   virtual void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) = 0;

@@ -40,6 +40,24 @@ struct LinkConfig {
   // latency. Such a call copies nothing, but occupies the driver.
   Nanos populate_overhead_ns = 0;
   StorageConfig storage = {};
+  // Remote access (PolicyContext::MapRemote, MemFerry's direct host
+  // access): the device's own loads and stores to host memory, a few cache
+  // lines each with many in flight, not DMA copies. Their bandwidth per
+  // direction (0: the DMA bandwidth of that direction), and the round trip
+  // an access waits beyond its bytes' turn on the link (in flight with the
+  // others, so it costs no link time).
+  double remote_read_bytes_per_second = 0;
+  double remote_write_bytes_per_second = 0;
+  Nanos remote_latency_ns = 1000;
+
+  double remote_read_rate() const {
+    return remote_read_bytes_per_second > 0 ? remote_read_bytes_per_second
+                                            : h2d_bytes_per_second;
+  }
+  double remote_write_rate() const {
+    return remote_write_bytes_per_second > 0 ? remote_write_bytes_per_second
+                                             : d2h_bytes_per_second;
+  }
 };
 
 struct DeviceConfig {

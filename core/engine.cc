@@ -99,6 +99,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
       ForEachBlockRange(event.address, event.size, false,
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
+                          DropRemote(block, pages);
                           memory_.LoseData(block, pages & ~block.resident & ~block.in_flight);
                           ChangePages(block, [&] { block.inactive &= ~pages; });
                         });
@@ -114,13 +115,16 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                         });
       NoteFreeSpace();
       break;
-    case EventKind::kActivate:
+    case EventKind::kActivate: {
+      const std::optional<TensorRole> role = RoleOfActivation(event);
       ForEachBlockRange(event.address, event.size, false,
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
                           ChangePages(block, [&] { block.inactive &= ~pages; });
+                          roles_.Assign(number, pages, role, block.resident | block.in_flight);
                         });
       break;
+    }
     case EventKind::kDeactivate:
       ForEachBlockRange(event.address, event.size, true,
                         [&](BlockNumber number, const PageMask& pages) {
@@ -151,6 +155,7 @@ void Engine::DropResident(BlockState& block, const PageMask& pages) {
       o.OnInvalidated(block.number, MaskBytes(dropped), backend_.Now());
     });
   }
+  DropRemote(block, pages);
   block.invalid |= pages & ~block.in_flight;
   memory_.ForgetCopies(block, pages);
   if (block.has_frame && block.resident.none() && block.in_flight.none() &&
@@ -194,6 +199,12 @@ void Engine::Finish() {
     stats_.prefetch_useful_bytes += MaskBytes(block.prefetched & use.accessed);
   }
   CloseIteration();
+  stats_.peak_device_bytes = roles_.peak_pages() * kPageSize;
+  if (roles_.any_roles()) {
+    for (int slot = 0; slot <= kTensorRoleCount; ++slot) {
+      stats_.peak_device_bytes_by_role[slot] = roles_.at_peak()[slot] * kPageSize;
+    }
+  }
   const Nanos now = backend_.Now();
   Notify([&](EngineObserver& o) { o.OnFinish(*this, now); });
 }
@@ -324,8 +335,18 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
       }
     }
   }
-  const PageMask missing = faulted.pages & ~block.resident & ~block.in_flight;
+  PageMask missing = faulted.pages & ~block.resident & ~block.in_flight;
   if (missing.none()) return;
+  if (policy_.MapsRemotely()) {
+    // A fault the policy answers with a mapping to the host's copy: the
+    // accessors find it at the batch's replay.
+    const PageMask remote = policy_.MapRemotelyOnFault(faulted.block, missing) & missing;
+    if (remote.any()) {
+      MapRemote(faulted.block, remote);
+      missing &= ~block.remote;
+      if (missing.none()) return;
+    }
+  }
 
   const PageMask wanted =
       (policy_.ExpandFault(faulted.block, missing) | missing) & ~block.resident &
@@ -550,6 +571,9 @@ TransferId Engine::IssueMigration(BlockState& block, const PageMask& pages,
   stats_.zero_filled_bytes += MaskBytes(pages & block.invalid);
 
   block.invalid &= ~pages;
+  // The device reaches these pages in host memory now; the copy replaces
+  // that mapping, which must not outlive the data it points to.
+  DropRemote(block, pages);
   ChangePages(block, [&] { block.in_flight |= pages; });
   block.transfers_in_flight += 1;
   memory_.TouchMigrated(block, backend_.Now());
@@ -644,6 +668,47 @@ void Engine::SetPinned(BlockNumber block, bool pinned) {
   if (!pinned) memory_.NoteMayBeEvictable();
 }
 
+void Engine::MapRemote(BlockNumber number, const PageMask& pages) {
+  if (!backend_.MapsRemotely()) {
+    if (health_.ok()) {
+      health_ = absl::FailedPreconditionError(absl::StrFormat(
+          "the policy maps pages remotely, which the %s backend cannot do; run it on sim, "
+          "uffd or cuda",
+          backend_.name()));
+    }
+    return;
+  }
+  BlockState& block = memory_.Get(number);
+  // Only data in host memory can be reached there.
+  const PageMask mapped =
+      pages & ~block.resident & ~block.in_flight & ~block.in_storage & ~block.remote;
+  if (mapped.none()) return;
+  if (const PageMask fresh = mapped & block.invalid; fresh.any()) {
+    // First touch through the mapping finds a zeroed host page.
+    block.invalid &= ~fresh;
+    memory_.PlaceCopies(block, fresh, MemoryTier::kHost);
+    NoteTierPeaks();
+  }
+  block.remote |= mapped;
+  stats_.remote_mapped_bytes += MaskBytes(mapped);
+  backend_.MapRemote(number, mapped);
+  EndStep();
+}
+
+void Engine::UnmapRemote(BlockNumber number, const PageMask& pages) {
+  BlockState* block = memory_.FindMutable(number);
+  if (block == nullptr) return;
+  DropRemote(*block, pages);
+  EndStep();
+}
+
+void Engine::DropRemote(BlockState& block, const PageMask& pages) {
+  const PageMask unmapped = block.remote & pages;
+  if (unmapped.none()) return;
+  block.remote &= ~unmapped;
+  backend_.UnmapRemote(block.number, unmapped);
+}
+
 void Engine::PumpPrefetches() {
   while (!pre_evict_queue_.empty()) {
     const PreEvictRequest request = pre_evict_queue_.front();
@@ -715,7 +780,7 @@ void Engine::Record(EventKind kind, BlockNumber block, uint64_t bytes, uint8_t c
 // Invariants.
 
 absl::Status Engine::CheckInvariants() const {
-  uint64_t frames = 0, host_pages = 0, storage_pages = 0;
+  uint64_t frames = 0, host_pages = 0, storage_pages = 0, device_pages = 0;
   for (const BlockState& block : memory_.blocks()) {
     if ((block.resident & block.invalid).any()) {
       return absl::InternalError(absl::StrFormat(
@@ -730,6 +795,14 @@ absl::Status Engine::CheckInvariants() const {
       return absl::InternalError(absl::StrFormat(
           "block %#x holds pages without a frame", block.number * kBlockSize));
     }
+    if ((block.remote & (block.resident | block.in_flight | block.invalid | block.in_storage))
+            .any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x maps a page remotely that is on the device, arriving, without data or "
+          "in storage",
+          block.number * kBlockSize));
+    }
+    device_pages += (block.resident | block.in_flight).count();
     if ((block.on_host & block.in_storage).any() ||
         ((block.on_host | block.in_storage) & block.invalid).any()) {
       return absl::InternalError(absl::StrFormat(
@@ -744,6 +817,11 @@ absl::Status Engine::CheckInvariants() const {
     return absl::InternalError(absl::StrFormat(
         "tier totals drifted: %d host and %d storage pages kept, but %d and %d held",
         memory_.host_pages(), memory_.storage_pages(), host_pages, storage_pages));
+  }
+  if (device_pages != roles_.total_pages()) {
+    return absl::InternalError(absl::StrFormat(
+        "device pages by role drifted: %d counted, but %d held", roles_.total_pages(),
+        device_pages));
   }
   if (frames != memory_.used_frames()) {
     return absl::InternalError(absl::StrFormat("frame count %d, but %d blocks hold frames",

@@ -29,6 +29,7 @@
 #include "core/event_sink.h"
 #include "core/memory_state.h"
 #include "core/policy.h"
+#include "core/role_residency.h"
 #include "core/run_stats.h"
 
 namespace umlab {
@@ -166,7 +167,12 @@ class Engine final : public TransferListener, private PolicyContext {
   void PreEvictPages(BlockNumber block, const PageMask& pages, MemoryTier tier) override;
   void Discard(BlockNumber block, const PageMask& pages) override;
   void SetPinned(BlockNumber block, bool pinned) override;
+  void MapRemote(BlockNumber block, const PageMask& pages) override;
+  void UnmapRemote(BlockNumber block, const PageMask& pages) override;
 
+  // Takes down the remote mappings of those `pages` that have one (a
+  // migration, a free or a discard of them).
+  void DropRemote(BlockState& block, const PageMask& pages);
   void ServiceBatch(size_t count);
   void ServiceBlock(const FaultedBlock& faulted);
   void FinishBatch();
@@ -236,13 +242,15 @@ class Engine final : public TransferListener, private PolicyContext {
   // pages, and keeps the totals right.
   template <typename Fn>
   void ChangePages(BlockState& block, Fn fn) {
+    const PageMask on_device = block.resident | block.in_flight;
     if (!tracking_pages_) {
       fn();
-      return;
+    } else {
+      page_totals_ -= CountPages(block);
+      fn();
+      page_totals_ += CountPages(block);
     }
-    page_totals_ -= CountPages(block);
-    fn();
-    page_totals_ += CountPages(block);
+    roles_.Change(block.number, on_device, block.resident | block.in_flight);
   }
 
   Backend& backend_;
@@ -255,6 +263,8 @@ class Engine final : public TransferListener, private PolicyContext {
   std::vector<EngineObserver*> observers_;
   bool tracking_pages_ = false;
   PageTotals page_totals_;
+  // Device pages (resident or arriving) by tensor role, always kept.
+  RoleResidency roles_;
   // Blocks that may hold prefetched pages not yet accessed; Residency()
   // drops the ones that hold none (a cache, hence mutable).
   mutable absl::flat_hash_set<BlockNumber> unconfirmed_prefetches_;

@@ -18,7 +18,7 @@ enum class EventKind : uint8_t {
   kIterationBegin = 1,  // a = iteration index (0-based)
   kAlloc = 2,           // [address, address+size) reserved from the device (a segment)
   kFree = 3,            // [address, address+size) returned to the device
-  kActivate = 4,        // the allocator hands [address, address+size) to a tensor
+  kActivate = 4,        // the allocator hands [address, address+size) to a tensor (cause: its role)
   kDeactivate = 5,      // the allocator frees that range: its bytes are now garbage
   kKernelDefine = 6,    // exec_id gets `name`; precedes the first begin of that id
   kKernelBegin = 7,     // exec_id starts; `duration_ns` is its pure compute time
@@ -45,7 +45,8 @@ enum class MigrationCause : uint8_t { kFault = 0, kPrefetch = 1 };
 struct Event {
   EventKind kind = EventKind::kIterationBegin;
   AccessType access = AccessType::kRead;  // kAccess, kFault
-  uint8_t cause = 0;                      // kMigrate: a MigrationCause
+  uint8_t cause = 0;                      // kMigrate: a MigrationCause; kActivate: the
+                                          // tensor's role + 1, 0 if unknown (tensor_role.h)
   uint32_t exec_id = 0;                   // kernel events, kFault
   uint32_t sm = 0;                        // kFault: the faulting SM
   uint64_t address = 0;                   // bytes

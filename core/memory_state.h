@@ -26,6 +26,10 @@ struct BlockState {
   PageMask inactive;           // the allocator says the bytes are free
   PageMask invalid;            // no valid copy anywhere: populating zero-fills
   PageMask prefetched;         // made resident by a prefetch this residency
+  // Mapped for the device to reach in host memory, without a migration
+  // (PolicyContext::MapRemote): no frame, no fault; every access crosses
+  // the link. Never resident, in flight, invalid or in storage.
+  PageMask remote;
   // Where written-back copies are (MemoryState::PlaceCopies): at most one
   // tier per page. Without storage a clean page keeps its host copy while
   // resident, so evicting it again needs no write-back; behind a storage

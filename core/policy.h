@@ -94,6 +94,20 @@ class PolicyContext {
   virtual void Discard(BlockNumber block, const PageMask& pages) = 0;
   // Forbid or allow evicting a block (thrashing mitigation).
   virtual void SetPinned(BlockNumber block, bool pinned) = 0;
+
+  // Map `pages` of a block for the device to use where their data is, in
+  // host memory, without migrating it (MemFerry's direct host access): they
+  // take no frame and never fault, and every access the program makes to
+  // them crosses the link, reads and writes at the device's remote
+  // bandwidths. Pages on the device, on their way, in storage or mapped
+  // already are skipped; a page with no data yet gets a zeroed host page.
+  // A later migration of a mapped page (a Prefetch, a fault after
+  // UnmapRemote) takes the mapping down first, so "map now, migrate later"
+  // is a MapRemote followed by a Prefetch. Only for a policy whose
+  // MapsRemotely() is true.
+  virtual void MapRemote(BlockNumber block, const PageMask& pages) = 0;
+  // Take remote mappings down: the next access to those pages faults.
+  virtual void UnmapRemote(BlockNumber block, const PageMask& pages) = 0;
 };
 
 // What a planning policy is given before the run (Policy::Plan).
@@ -158,6 +172,16 @@ class Policy {
   // the host, so evictions spill to storage once the host is full, as G10's
   // base UVM does.
   virtual MemoryTier EvictTo(const BlockState& /*victim*/) { return MemoryTier::kHost; }
+  // Of the `faulted` pages of `block` (not on the device or on their way),
+  // those to map remotely (PolicyContext::MapRemote) rather than migrate:
+  // the fault is answered with a mapping to the host's copy. Only asked of
+  // a policy whose MapsRemotely() is true. Default: none.
+  virtual PageMask MapRemotelyOnFault(BlockNumber /*block*/, const PageMask& /*faulted*/) {
+    return PageMask();
+  }
+  // True for a policy that maps pages remotely: a run refuses it on a
+  // backend that cannot (Backend::MapsRemotely).
+  virtual bool MapsRemotely() const { return false; }
   // True for the `ideal` bound: the engine then never runs out of frames.
   virtual bool UnlimitedCapacity() const { return false; }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace umlab {
@@ -13,6 +14,7 @@ namespace {
 struct SlimEvent {
   EventKind kind;
   AccessType access;
+  uint8_t cause;  // kActivate: the tensor's role (core/tensor_role.h)
   uint32_t exec_id;
   uint64_t address;
   uint64_t size;
@@ -32,7 +34,7 @@ class GraphBuilder {
     if (event.kind == EventKind::kIterationBegin) {
       BeginIteration(event.iteration);
     } else if (event.kind == tensor_begin_) {
-      Open(event.address, event.size);
+      Open(event.address, event.size, RoleOf(event));
     } else if (event.kind == tensor_end_) {
       Close(event.address, event.size);
     } else if (event.kind == EventKind::kKernelBegin) {
@@ -57,6 +59,7 @@ class GraphBuilder {
   struct Active {
     uint64_t end;
     uint32_t tensor;  // index in the current iteration
+    std::optional<TensorRole> role;
   };
   // A tensor the current iteration found active when it began, and that
   // has ended since: after how many of the iteration's kernels began.
@@ -75,7 +78,7 @@ class GraphBuilder {
     // What is active already is the new iteration's too, in address order.
     for (auto& [address, active] : active_) {
       active.tensor = static_cast<uint32_t>(current_->tensors.size());
-      current_->tensors.push_back(GraphTensor{address, active.end - address, false});
+      current_->tensors.push_back(GraphTensor{address, active.end - address, false, active.role});
     }
     inherited_ = current_->tensors.size();
   }
@@ -95,7 +98,14 @@ class GraphBuilder {
     current_ = nullptr;
   }
 
-  void Open(uint64_t address, uint64_t size) {
+  static std::optional<TensorRole> RoleOf(const SlimEvent& slim) {
+    Event event;
+    event.kind = slim.kind;
+    event.cause = slim.cause;
+    return RoleOfActivation(event);
+  }
+
+  void Open(uint64_t address, uint64_t size, std::optional<TensorRole> role) {
     if (size == 0) return;
     // A range that overlaps an active one ends it: allocators hand out
     // disjoint ranges, so only a damaged trace gets here.
@@ -103,9 +113,9 @@ class GraphBuilder {
     uint32_t index = 0;
     if (current_ != nullptr) {
       index = static_cast<uint32_t>(current_->tensors.size());
-      current_->tensors.push_back(GraphTensor{address, size, false});
+      current_->tensors.push_back(GraphTensor{address, size, false, role});
     }
-    active_[address] = Active{address + size, index};
+    active_[address] = Active{address + size, index, role};
   }
 
   // Ends every active tensor that overlaps [address, address + size).
@@ -168,7 +178,7 @@ absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
     }
     if (!event.IsProgramEvent()) continue;
     has_activations |= event.kind == EventKind::kActivate;
-    events.push_back(SlimEvent{event.kind, event.access, event.exec_id, event.address,
+    events.push_back(SlimEvent{event.kind, event.access, event.cause, event.exec_id, event.address,
                                event.size, event.iteration, event.duration_ns});
   }
   if (!program.status().ok()) return program.status();

@@ -12,6 +12,7 @@
 #define UMLAB_CORE_PROGRAM_GRAPH_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/event_source.h"
 #include "core/memory_units.h"
+#include "core/tensor_role.h"
 
 namespace umlab {
 
@@ -31,6 +33,8 @@ struct GraphTensor {
   // others are intermediates: the allocator takes them back within the
   // iteration, and their bytes are garbage from then on.
   bool global = false;
+  // What the program says the tensor is (its kActivate's role), if it says.
+  std::optional<TensorRole> role;
 
   bool operator==(const GraphTensor&) const = default;
 };

@@ -3,10 +3,12 @@
 #ifndef UMLAB_CORE_RUN_STATS_H_
 #define UMLAB_CORE_RUN_STATS_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "core/memory_units.h"
+#include "core/tensor_role.h"
 
 namespace umlab {
 
@@ -63,6 +65,19 @@ struct RunStats {
   uint64_t prefetch_requests = 0;     // queued by the policy
   uint64_t prefetches_dropped = 0;    // refused for want of a frame
   uint64_t peak_used_frames = 0;
+  // The most device memory in use at once, in pages resident or arriving
+  // (4 KB granularity, where peak_used_frames counts 2 MB frames), and how
+  // it split by tensor role at that instant (core/tensor_role.h; the last
+  // slot is pages of no known role). All zero by role when the program
+  // gives no roles.
+  uint64_t peak_device_bytes = 0;
+  std::array<uint64_t, kTensorRoleCount + 1> peak_device_bytes_by_role{};
+  // Remote mapping (direct host access): bytes mapped, and the bytes the
+  // device read and wrote through such mappings (counted by the backend,
+  // from the program's access sizes).
+  uint64_t remote_mapped_bytes = 0;
+  uint64_t remote_read_bytes = 0;
+  uint64_t remote_write_bytes = 0;
   // Real backends only: the engine learns of faults after the device has
   // already made the page resident, so residency can overshoot the budget
   // until the engine evicts. Estimated at each fault batch.

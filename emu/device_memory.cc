@@ -48,6 +48,11 @@ absl::Status DeviceMemory::Map(BlockNumber block, const PageMask& pages,
     ForgetCache();
   }
   Frame& frame = it->second;
+  if (const PageMask both = pages & Remote(block); both.any()) {
+    return absl::InternalError(absl::StrFormat(
+        "block %#x: %d pages mapped locally while still mapped remotely", block * kBlockSize,
+        both.count()));
+  }
   frame.mapped |= pages;
   frame.accessed &= ~pages;
   frame.dirty = (frame.dirty & ~pages) | (dirty & pages);
@@ -77,6 +82,28 @@ PageUse DeviceMemory::Use(BlockNumber block) const {
 PageMask DeviceMemory::Mapped(BlockNumber block) const {
   auto it = frames_.find(block);
   return it == frames_.end() ? PageMask() : it->second.mapped;
+}
+
+absl::Status DeviceMemory::MapRemote(BlockNumber block, const PageMask& pages) {
+  if (const PageMask both = pages & Mapped(block); both.any()) {
+    return absl::InternalError(absl::StrFormat(
+        "block %#x: %d pages mapped remotely while mapped on the device", block * kBlockSize,
+        both.count()));
+  }
+  if (pages.any()) remote_[block] |= pages;
+  return absl::OkStatus();
+}
+
+void DeviceMemory::UnmapRemote(BlockNumber block, const PageMask& pages) {
+  auto it = remote_.find(block);
+  if (it == remote_.end()) return;
+  it->second &= ~pages;
+  if (it->second.none()) remote_.erase(it);
+}
+
+PageMask DeviceMemory::Remote(BlockNumber block) const {
+  auto it = remote_.find(block);
+  return it == remote_.end() ? PageMask() : it->second;
 }
 
 }  // namespace umlab

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "core/backend.h"
@@ -56,6 +57,18 @@ class DeviceMemory {
   PageUse Use(BlockNumber block) const;
   PageMask Mapped(BlockNumber block) const;
 
+  // Remote mappings: pages the device reaches in host memory. They hold no
+  // frame and are never mapped locally at the same time.
+  absl::Status MapRemote(BlockNumber block, const PageMask& pages);
+  void UnmapRemote(BlockNumber block, const PageMask& pages);
+  PageMask Remote(BlockNumber block) const;
+  // Whether `page` is mapped remotely (the sim's miss path asks).
+  bool IsRemote(PageNumber page) const {
+    if (remote_.empty()) return false;
+    auto it = remote_.find(BlockOfPage(page));
+    return it != remote_.end() && it->second.test(PageIndexInBlock(page));
+  }
+
   uint64_t used_frames() const { return used_frames_; }
   uint64_t peak_frames() const { return peak_frames_; }
   uint64_t capacity_frames() const { return capacity_frames_; }
@@ -83,6 +96,7 @@ class DeviceMemory {
   // Only blocks holding a frame are present. Node-based so that the cached
   // pointer stays valid while other blocks come and go.
   absl::node_hash_map<BlockNumber, Frame> frames_;
+  absl::flat_hash_map<BlockNumber, PageMask> remote_;
   BlockNumber cached_block_ = UINT64_MAX;
   Frame* cached_frame_ = nullptr;
 };

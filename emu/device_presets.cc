@@ -111,6 +111,8 @@ constexpr ParamRange kIntCount = ParamRange::Closed(1, std::numeric_limits<int>:
 // model's arithmetic on bytes per second stays finite (the fuzzer found
 // that an unbounded rate times 1e12 overflows to infinity).
 constexpr ParamRange kRate = ParamRange::OpenClosed(0, 1e9);
+// A rate where 0 stands for another one (the remote rates: the DMA rate).
+constexpr ParamRange kRateOrZero = ParamRange::Closed(0, 1e9);
 // Microseconds that fit in int64 nanoseconds, with room to add them up.
 constexpr ParamRange kMicros = ParamRange::Closed(0, 1e12);
 
@@ -183,6 +185,15 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "with ssd: storage read latency per transfer, us", kMicros},
       {"ssd_write_us", ParamType::kDouble, Number(c.link.storage.write_latency_ns / 1e3),
        "with ssd: storage write latency per transfer, us", kMicros},
+      {"remote_read_gbps", ParamType::kDouble, Number(c.link.remote_read_bytes_per_second / 1e9),
+       "the device reading host memory through a remote mapping, GB/s (0: h2d_gbps)",
+       kRateOrZero},
+      {"remote_write_gbps", ParamType::kDouble,
+       Number(c.link.remote_write_bytes_per_second / 1e9),
+       "the device writing host memory through a remote mapping, GB/s (0: d2h_gbps)",
+       kRateOrZero},
+      {"remote_latency_us", ParamType::kDouble, Number(c.link.remote_latency_ns / 1e3),
+       "round trip of one remote access beyond its bytes' time on the link, us", kMicros},
   };
 }
 
@@ -216,6 +227,9 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.link.storage.write_bytes_per_second = params->Double("ssd_write_gbps") * 1e9;
   c.link.storage.read_latency_ns = std::llround(params->Double("ssd_read_us") * 1e3);
   c.link.storage.write_latency_ns = std::llround(params->Double("ssd_write_us") * 1e3);
+  c.link.remote_read_bytes_per_second = params->Double("remote_read_gbps") * 1e9;
+  c.link.remote_write_bytes_per_second = params->Double("remote_write_gbps") * 1e9;
+  c.link.remote_latency_ns = std::llround(params->Double("remote_latency_us") * 1e3);
   return c;
 }
 

@@ -28,6 +28,12 @@ Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_fo
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
 }
 
+Nanos PcieLink::RemoteDuration(LinkDirection direction, uint64_t bytes) const {
+  const double rate = direction == LinkDirection::kHostToDevice ? config_.remote_read_rate()
+                                                                : config_.remote_write_rate();
+  return static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / rate));
+}
+
 int PcieLink::LaneOf(LinkDirection direction, bool via_storage) const {
   if (!config_.full_duplex) return 0;
   const int d = static_cast<int>(direction);
@@ -71,9 +77,11 @@ void PcieLink::StartNext(int lane_index, Nanos now) {
     const int beside = StorageLaneBeside(lane_index);
     const bool storage_busy = beside >= 0 && lanes_[beside].active;
     const Nanos duration =
-        Duration(lane.current.direction, lane.current.bytes, lane.current.evicts_for_room,
-                 via_storage, storage_busy) +
-        (lane.current.populates ? config_.populate_overhead_ns : 0);
+        lane.current.remote
+            ? RemoteDuration(lane.current.direction, lane.current.bytes)
+            : Duration(lane.current.direction, lane.current.bytes, lane.current.evicts_for_room,
+                       via_storage, storage_busy) +
+                  (lane.current.populates ? config_.populate_overhead_ns : 0);
     lane.end_ns = now + duration;
     bytes_moved_[static_cast<int>(lane.current.direction)] += lane.current.bytes;
     busy_ns_[static_cast<int>(lane.current.direction)] += duration;

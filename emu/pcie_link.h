@@ -12,6 +12,8 @@
 // in the same direction gets what the drive leaves of the link (G10 caps a
 // batch's pages at the link's rate, the SSD's share at the drive's). It keeps
 // that rate to its end even if the drive goes idle first: slightly slow.
+// Remote accesses (LinkTransfer::remote) share the lanes with migrations
+// at the link's remote rates.
 // Waiting transfers start by priority (fault migrations > evictions >
 // prefetches), first come first served within a priority, and never before
 // their ready time or before the transfer they depend on has finished. A
@@ -60,6 +62,11 @@ struct LinkTransfer {
   // Of `bytes`, those read from or written to storage. Any makes the whole
   // transfer a storage one (the engine sends a block's copy to one tier).
   uint64_t storage_bytes = 0;
+  // The device's own reads (host to device) or writes (device to host)
+  // through a remote mapping: they move at the link's remote rates and pay
+  // no per-transfer latency on the lane, since many are in flight at once
+  // (the accessor waits LinkConfig::remote_latency_ns on top).
+  bool remote = false;
 };
 
 class PcieLink {
@@ -71,6 +78,9 @@ class PcieLink {
   // storage lane, or to or from storage (`via_storage`).
   Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true,
                  bool via_storage = false, bool storage_busy = false) const;
+
+  // A remote access's time on its lane: its bytes at the remote rate.
+  Nanos RemoteDuration(LinkDirection direction, uint64_t bytes) const;
 
   // Lanes: host-to-device, device-to-host, then the same two for storage
   // (with a storage tier); half duplex: everything in lane 0. The uffd

@@ -207,6 +207,8 @@ class FakeContext final : public PolicyContext {
     ADD_FAILURE() << "deepum invalidates through PagesToDrop, not Discard";
   }
   void SetPinned(BlockNumber block, bool pinned) override { memory_.Get(block).pinned = pinned; }
+  void MapRemote(BlockNumber, const PageMask&) override {}  // deepum never maps remotely
+  void UnmapRemote(BlockNumber, const PageMask&) override {}
 
   // Gives `block` a frame, migrated at `time`.
   void MakeResident(BlockNumber block, Nanos time) {

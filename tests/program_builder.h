@@ -40,8 +40,11 @@ class ProgramBuilder {
   ProgramBuilder& Free(int first_block, int blocks) {
     return Add(EventKind::kFree, BlockAddress(first_block), uint64_t(blocks) * kBlockSize);
   }
-  ProgramBuilder& Activate(uint64_t address, uint64_t size) {
-    return Add(EventKind::kActivate, address, size);
+  // `cause`: the tensor's role as core/tensor_role.h encodes it (0: none).
+  ProgramBuilder& Activate(uint64_t address, uint64_t size, uint8_t cause = 0) {
+    Add(EventKind::kActivate, address, size);
+    events_.back().cause = cause;
+    return *this;
   }
   ProgramBuilder& Deactivate(uint64_t address, uint64_t size) {
     return Add(EventKind::kDeactivate, address, size);

@@ -15,6 +15,7 @@
 
 #include "core/backend_registry.h"
 #include "policies/demand/demand.h"
+#include "tests/scripted_moves.h"
 #include "tests/sim_harness.h"
 
 namespace umlab::testing {
@@ -142,24 +143,6 @@ TEST(SimG10FaultsTest, AKernelLargerThanTheDeviceIsRefused) {
 }
 
 // Demand's decisions, plus moves of its own at chosen kernels' starts.
-class ScriptedMoves final : public Policy {
- public:
-  using Move = std::function<void(PolicyContext&)>;
-  void At(uint32_t exec_id, Move move) { moves_[exec_id].push_back(std::move(move)); }
-  void OnKernelBegin(uint32_t exec_id) override {
-    for (const Move& move : moves_[exec_id]) move(context());
-  }
-  // Gives no frame to a prefetch: the engine drops it.
-  bool refuse_prefetch_victims = false;
-  std::optional<BlockNumber> ChooseVictim(const VictimQuery& query) override {
-    if (refuse_prefetch_victims && query.reason == VictimReason::kPrefetch) return std::nullopt;
-    return Policy::ChooseVictim(query);
-  }
-
- private:
-  std::map<uint32_t, std::vector<Move>> moves_;
-};
-
 BlockNumber Block(int block) { return BlockOfAddress(ProgramBuilder::BlockAddress(block)); }
 
 TEST(SimG10FaultsTest, AQueuedPrefetchIsWaitedForNotFaulted) {

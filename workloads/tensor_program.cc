@@ -15,18 +15,6 @@
 
 namespace umlab {
 
-const char* TensorRoleName(TensorRole role) {
-  switch (role) {
-    case TensorRole::kParameter: return "parameter";
-    case TensorRole::kOptimizerState: return "optimizer state";
-    case TensorRole::kData: return "data";
-    case TensorRole::kActivation: return "activation";
-    case TensorRole::kGradient: return "gradient";
-    case TensorRole::kWorkspace: return "workspace";
-  }
-  return "?";
-}
-
 // ---------------------------------------------------------------------------
 // The builder.
 // ---------------------------------------------------------------------------
@@ -287,7 +275,7 @@ class TensorProgramSource final : public EventSource {
         if (addresses_[step.index] != 0) {
           return Fail(tensor, absl::InternalError("allocated twice without a release"));
         }
-        absl::StatusOr<AllocatedBlock> block = allocator_.Allocate(tensor.bytes);
+        absl::StatusOr<AllocatedBlock> block = allocator_.Allocate(tensor.bytes, tensor.role);
         if (!block.ok()) return Fail(tensor, block.status());
         addresses_[step.index] = block->address;
         uint64_t& live = live_[static_cast<int>(tensor.role)];

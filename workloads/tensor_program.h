@@ -35,20 +35,10 @@
 #include "core/compute_spec.h"
 #include "core/event.h"
 #include "core/event_source.h"
+#include "core/tensor_role.h"
 
 namespace umlab {
 
-// What a tensor is, for the footprint breakdown.
-enum class TensorRole : uint8_t {
-  kParameter,       // weights, biases, embedding tables
-  kOptimizerState,  // exp_avg, exp_avg_sq, momentum_buffer
-  kData,            // input batch, labels
-  kActivation,      // forward outputs, saved or not
-  kGradient,        // .grad of parameters and of activations
-  kWorkspace,       // scratch (masks, statistics, cuDNN workspace)
-};
-inline constexpr int kTensorRoleCount = 6;
-const char* TensorRoleName(TensorRole role);
 
 struct TensorSpec {
   std::string name;  // for error messages, e.g. "h3.attn.c_attn.weight.grad"

@@ -95,9 +95,12 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       ranges_.clear();
       for (const Event& access : assembler.accesses()) {
         if (access.size == 0) continue;
-        ranges_.push_back(AccessRange{PageOfAddress(access.address),
-                                      PagesSpanned(access.address, access.size),
-                                      access.access != AccessType::kRead});
+        const uint64_t end = access.address + access.size;
+        ranges_.push_back(AccessRange{
+            PageOfAddress(access.address), PagesSpanned(access.address, access.size),
+            access.access != AccessType::kRead,
+            static_cast<uint32_t>(access.address % kPageSize),
+            static_cast<uint32_t>((end - 1) % kPageSize + 1)});
       }
       const Event& begin = assembler.kernel_begin();
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
@@ -184,7 +187,7 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
   // (which may request a fault service), so it is recomputed only then
   // rather than on every access.
   Nanos next_system = NextSystemEventTime();
-  while (!ready_.empty() || !stalled_.empty()) {
+  while (!ready_.empty() || !stalled_.empty() || !remote_waits_.empty()) {
     const Picos next_sm = ready_.empty() ? kNeverPicos : ready_.top().first;
     // Ties go to the SMs, so faults raised at one instant share a batch.
     if (next_system != kNever && next_system * kPicosPerNano < next_sm) {
@@ -210,6 +213,10 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
       if (device_memory_.Access(sm.page, sm.write)) {
         ++stats.page_accesses;
         ready_.PushAfterAccess(time + per_access, sm_index);
+      } else if (device_memory_.IsRemote(sm.page)) {
+        // The fault was answered with a remote mapping.
+        AccessRemotely(sm_index, sm.bytes, sm.write, time, time + per_access);
+        next_system = NextSystemEventTime();
       } else {
         Fault(sm_index, sm.page, sm.write, time);
         next_system = NextSystemEventTime();
@@ -227,8 +234,14 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
     const uint64_t mapped =
         device_memory_.MappedRun(page, std::min(range.pages - cursor.offset, cursor.left));
     if (mapped == 0) {
+      const uint64_t bytes = range.BytesOf(cursor.offset, 1);
       AdvanceCursor(cursor, 1);
-      Fault(sm_index, page, write, time);
+      if (device_memory_.IsRemote(page)) {
+        AccessRemotely(sm_index, bytes, write, time, time + per_access);
+      } else {
+        sms_[sm_index].bytes = bytes;
+        Fault(sm_index, page, write, time);
+      }
       next_system = NextSystemEventTime();
       continue;
     }
@@ -467,6 +480,46 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   }
 }
 
+void SimBackend::AccessRemotely(uint32_t sm, uint64_t bytes, bool write, Picos now,
+                                Picos computed) {
+  LinkTransfer access;
+  access.id = next_remote_access_++;
+  access.direction = write ? LinkDirection::kDeviceToHost : LinkDirection::kHostToDevice;
+  access.priority = TransferKind::kFaultMigration;  // an SM waits, as on a fault
+  access.bytes = bytes;
+  access.ready_ns = now / kPicosPerNano;
+  access.remote = true;
+  link_.Submit(access, clock_.now());
+  remote_waits_.emplace(access.id, RemoteWait{sm, computed});
+  RunStats& stats = engine_->mutable_stats();
+  (write ? stats.remote_write_bytes : stats.remote_read_bytes) += bytes;
+  ++stats.page_accesses;
+}
+
+void SimBackend::WakeRemoteAccessors(const std::vector<TransferId>& completed) {
+  if (remote_waits_.empty()) return;
+  remote_woken_.clear();
+  const Picos arrived = (clock_.now() + device_.link.remote_latency_ns) * kPicosPerNano;
+  for (TransferId id : completed) {
+    auto it = remote_waits_.find(id);
+    if (it == remote_waits_.end()) continue;
+    remote_woken_.emplace_back(std::max(arrived, it->second.computed), it->second.sm);
+    remote_waits_.erase(it);
+  }
+  std::sort(remote_woken_.begin(), remote_woken_.end());
+  ready_.PushWoken(remote_woken_);
+}
+
+void SimBackend::MapRemote(BlockNumber block, const PageMask& pages) {
+  if (absl::Status mapped = device_memory_.MapRemote(block, pages); !mapped.ok() && error_.ok()) {
+    error_ = mapped;
+  }
+}
+
+void SimBackend::UnmapRemote(BlockNumber block, const PageMask& pages) {
+  device_memory_.UnmapRemote(block, pages);
+}
+
 Nanos SimBackend::NextSystemEventTime() const {
   Nanos next = link_.NextEventTime();
   if (!replays_.empty()) next = std::min(next, replays_.top().time);
@@ -562,6 +615,7 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
   if (link_.NextEventTime() <= clock_.now()) {
     completed_scratch_.clear();
     link_.ProcessEventsAt(clock_.now(), completed_scratch_);
+    WakeRemoteAccessors(completed_scratch_);
     for (TransferId id : completed_scratch_) {
       if (device_evictions_.erase(id) > 0) continue;  // the driver's own: recorded already
       const bool driver_migration = driver_migrations_.contains(id);
@@ -1051,6 +1105,12 @@ absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
           return BlockOfPage(fault.page) == block.number;
         })) {
       continue;
+    }
+    if (device_memory_.Remote(block.number) != block.remote) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x: the device maps %d pages remotely but the engine records %d",
+          block.number * kBlockSize, device_memory_.Remote(block.number).count(),
+          block.remote.count()));
     }
     const PageMask mapped = device_memory_.Mapped(block.number);
     // User mode: the engine counts every page of a block the driver served

@@ -130,6 +130,14 @@ class SimBackend final : public Backend {
   bool ChargesFaultsPerKernel() const override {
     return options_.g10_faults();
   }
+  // Remote mappings are modelled where the device runs the kernel's
+  // accesses itself: not under G10's fault model (which moves every page
+  // in before a kernel runs) nor in user mode (the driver's model).
+  bool MapsRemotely() const override {
+    return !options_.g10_faults() && !options_.policy_from_user;
+  }
+  void MapRemote(BlockNumber block, const PageMask& pages) override;
+  void UnmapRemote(BlockNumber block, const PageMask& pages) override;
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
   Nanos Now() const override { return clock_.now(); }
 
@@ -145,6 +153,17 @@ class SimBackend final : public Backend {
     PageNumber first_page;
     uint64_t pages;
     bool write;
+    // Bytes of the first page before the access starts, and bytes of the
+    // last page it covers: what a remote access moves of those pages.
+    uint32_t head_skip;
+    uint32_t tail_bytes;
+    // Bytes the access touches of its pages [offset, offset + count).
+    uint64_t BytesOf(uint64_t offset, uint64_t count) const {
+      uint64_t bytes = count * kPageSize;
+      if (offset == 0) bytes -= head_skip;
+      if (offset + count == pages) bytes -= kPageSize - tail_bytes;
+      return bytes;
+    }
   };
   // Where an issuer is in the kernel's pages: ranges_[range] at `offset`,
   // with `left` pages of its share to go. Ordered access shares cursor 0.
@@ -158,6 +177,7 @@ class SimBackend final : public Backend {
     bool wakes_now = false;  // scratch for ApplyReplay
     PageNumber page = 0;
     bool write = false;
+    uint64_t bytes = 0;  // of `page`, what the access touches
     Picos stalled_since = 0;
   };
   struct ReplayEvent {
@@ -274,6 +294,14 @@ class SimBackend final : public Backend {
   // the run's engine's, which in user mode serves none).
   void ScheduleReplay(ReplayPolicy policy, BlockNumber block, Nanos not_before);
   void Fault(uint32_t sm, PageNumber page, bool write, Picos now);
+  // An SM's access to `bytes` of a remotely mapped page: the bytes cross
+  // the link at the remote rate, beside the migrations, and the SM waits
+  // for them (and the round trip), or for its own compute if longer,
+  // until `computed`.
+  void AccessRemotely(uint32_t sm, uint64_t bytes, bool write, Picos now, Picos computed);
+  // The SMs whose remote accesses completed at this instant go back to
+  // the ready queue.
+  void WakeRemoteAccessors(const std::vector<TransferId>& completed);
   // The engine that serves the fault buffer: the driver's in user mode.
   Engine& FaultServer() { return driver_ != nullptr ? *driver_ : *engine_; }
   absl::Status AdvanceIdle(Nanos until);
@@ -338,6 +366,16 @@ class SimBackend final : public Backend {
   ReadySms ready_;
   Picos stall_picos_ = 0;
   std::vector<TransferId> completed_scratch_;
+
+  // Remote accesses on the link, by their link id (from a range of their
+  // own): the SM waiting, and when its compute for them is done.
+  struct RemoteWait {
+    uint32_t sm;
+    Picos computed;
+  };
+  absl::flat_hash_map<TransferId, RemoteWait> remote_waits_;
+  TransferId next_remote_access_ = TransferId{1} << 61;
+  std::vector<ReadySm> remote_woken_;
 
   // G10 fault model. Each kernel's times with faults, by execution id
   // (PF, InputPF), and the faults raised for the running kernel that the

@@ -219,6 +219,12 @@ absl::StatusOr<RunResult> ExecuteRunShowingProgress(const RunRequest& request,
       Backends().Create(request.backend, request.device, capacity_frames);
   if (!backend.ok()) return backend.status();
   result.backend = (*backend)->name();
+  if ((*policy)->MapsRemotely() && !(*backend)->MapsRemotely()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "policy %s maps pages remotely (direct host access), which --backend=%s cannot do; "
+        "use the sim (faults=batched, policy_from=driver), uffd or cuda backend",
+        request.policy, request.backend));
+  }
   Engine engine(**backend, **policy, capacity_frames, engine_config);
 
   if ((*policy)->PlansAhead()) {

@@ -40,12 +40,13 @@ uint64_t CachingAllocator::SegmentSizeFor(uint64_t rounded_bytes) {
   return RoundUp(rounded_bytes, kRoundLarge);
 }
 
-void CachingAllocator::Emit(EventKind kind, uint64_t address, uint64_t size) {
+void CachingAllocator::Emit(EventKind kind, uint64_t address, uint64_t size, uint8_t cause) {
   if (!sink_) return;
   Event event;
   event.kind = kind;
   event.address = address;
   event.size = size;
+  event.cause = cause;
   sink_(event);
 }
 
@@ -155,7 +156,8 @@ bool CachingAllocator::ReleaseOversizeSegments(bool small, uint64_t rounded) {
   return released >= wanted;
 }
 
-absl::StatusOr<AllocatedBlock> CachingAllocator::Allocate(uint64_t bytes) {
+absl::StatusOr<AllocatedBlock> CachingAllocator::Allocate(uint64_t bytes,
+                                                        std::optional<TensorRole> role) {
   if (bytes == 0) {
     return absl::InvalidArgumentError(
         "caching allocator: a zero-byte allocation has no block; skip it");
@@ -212,7 +214,7 @@ absl::StatusOr<AllocatedBlock> CachingAllocator::Allocate(uint64_t bytes) {
       std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   ++stats_.active_block_count;
   block.requested = bytes;
-  Emit(EventKind::kActivate, address, block.size);
+  Emit(EventKind::kActivate, address, block.size, role.has_value() ? ActivateCause(*role) : 0);
   return AllocatedBlock{address, block.size};
 }
 

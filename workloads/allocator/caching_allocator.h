@@ -66,12 +66,14 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/event.h"
+#include "core/tensor_role.h"
 
 namespace umlab {
 
@@ -126,8 +128,11 @@ class CachingAllocator {
 
   // Hands out a block for a tensor of `bytes` bytes (rules 1-6, 8).
   // InvalidArgument for zero bytes; ResourceExhausted when the reserve limit
-  // (or the modelled address space) leaves no room.
-  absl::StatusOr<AllocatedBlock> Allocate(uint64_t bytes);
+  // (or the modelled address space) leaves no room. `role`, when known, goes
+  // with the block's kActivate event (core/tensor_role.h); PyTorch's
+  // allocator does not know it, so it changes nothing else.
+  absl::StatusOr<AllocatedBlock> Allocate(uint64_t bytes,
+                                          std::optional<TensorRole> role = std::nullopt);
 
   // Frees the block that starts at `address` (rule 7). InvalidArgument when
   // no block handed out by Allocate() starts there.
@@ -180,7 +185,7 @@ class CachingAllocator {
   // Rule 8b for one pool; returns the bytes released.
   uint64_t ReleaseFreeSegments(bool small);
   void ReleaseSegment(uint64_t address);
-  void Emit(EventKind kind, uint64_t address, uint64_t size);
+  void Emit(EventKind kind, uint64_t address, uint64_t size, uint8_t cause = 0);
 
   CachingAllocatorOptions options_;
   EventSink sink_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/byte_size.h"
+#include "core/tensor_role.h"
 #include "workloads/kernel_emitter.h"
 #include "workloads/workload.h"
 
@@ -73,6 +74,11 @@ class G10EventSource : public EventSource {
     event.kind = kind;
     event.address = kG10DeviceBase + tensor.offset;
     event.size = tensor.bytes;
+    // G10's graphs tell weights from intermediates, and no more (its
+    // gradients and activations are all intermediates).
+    if (kind == EventKind::kActivate && tensor.global) {
+      event.cause = ActivateCause(TensorRole::kParameter);
+    }
     pending_.push_back(std::move(event));
   }
 

@@ -11,7 +11,7 @@ out=.device
 rm -rf "$out"
 mkdir -p "$out/lib"
 for binary in cli/umlab tests/cuda_backend_test backends/cuda/umlab_cuda_calibrate \
-              backends/cuda/umlab_cuda_probe; do
+              backends/cuda/umlab_cuda_probe backends/cuda/umlab_remote_probe; do
   cp "$build/$binary" "$out/"
   strip "$out/$(basename "$binary")"
 done

@@ -11,7 +11,10 @@
 
 #include "cli/runner/experiment.h"
 #include "core/backend_registry.h"
+#include "core/engine.h"
 #include "emu/device_presets.h"
+#include "tests/program_builder.h"
+#include "tests/scripted_moves.h"
 
 namespace umlab::cli {
 namespace {
@@ -114,6 +117,42 @@ TEST_F(CudaBackendTest, RefusesMoreManagedMemoryThanItMayUse) {
     absl::StatusOr<RunResult> result = ExecuteRun(request);
     ASSERT_FALSE(result.ok()) << backend;
     EXPECT_THAT(std::string(result.status().message()), ::testing::HasSubstr(message));
+  }
+}
+
+TEST_F(CudaBackendTest, RemotelyMappedBlocksAreReadWhereTheyAreWithoutMigrating) {
+  // Kernel 1 computes for 50 ms and touches nothing; at its start the
+  // policy maps blocks 0 to 7 remotely. Kernel 2 reads them: the GPU
+  // reaches them in host memory, so the driver migrates nothing (CUPTI's
+  // h2d stays zero) and nothing faults.
+  using ::umlab::testing::ProgramBuilder;
+  using ::umlab::testing::ScriptedMoves;
+  constexpr int kBlocks = 8;
+  ProgramBuilder program;
+  program.Alloc(0, kBlocks);
+  program.Kernel(1, 50000000, {});
+  std::vector<int> all;
+  for (int b = 0; b < kBlocks; ++b) all.push_back(b);
+  program.Kernel(2, 10000, all);
+  ScriptedMoves policy;
+  policy.At(1, [](PolicyContext& context) {
+    for (int b = 0; b < kBlocks; ++b) {
+      context.MapRemote(BlockOfAddress(ProgramBuilder::BlockAddress(b)), FullPageMask());
+    }
+  });
+  for (const char* backend_spec : {"cuda", "cuda:memory=engine"}) {
+    absl::StatusOr<std::unique_ptr<Backend>> backend =
+        Backends().Create(backend_spec, device_, 2 * kBlocks);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    ASSERT_TRUE((*backend)->MapsRemotely());
+    Engine engine(**backend, policy, 2 * kBlocks, EngineConfigFor(device_));
+    ::umlab::testing::VectorSource source = program.Source();
+    ASSERT_TRUE((*backend)->Run(source, engine, nullptr).ok()) << backend_spec;
+    const RunStats& s = engine.stats();
+    EXPECT_EQ(s.remote_mapped_bytes, kBlocks * kBlockSize) << backend_spec;
+    EXPECT_EQ(s.remote_read_bytes, kBlocks * kBlockSize) << backend_spec;
+    EXPECT_EQ(s.h2d_bytes, 0u) << backend_spec;
+    EXPECT_EQ(s.faulted_blocks, 0u) << backend_spec;
   }
 }
 

@@ -374,6 +374,10 @@ void CudaBackend::ServeEngine() {
         }
         current_exec_id_ = kernel.begin.exec_id;
         engine_->OnProgramEvent(kernel.begin);
+        for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
+          const PlannedRange& range = plan_.ranges[r];
+          CountRemoteAccesses(range.first_page, range.pages, range.write);
+        }
         begun = true;
         progressed = true;
       }

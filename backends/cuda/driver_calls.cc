@@ -30,6 +30,19 @@ void DriverCalls::Discard(std::vector<Span> spans) {
   issuer_->Submit({0, std::move(spans), {}, false});
 }
 
+void DriverCalls::MapRemote(std::vector<Span> spans) {
+  TransferIssuer::Command command;
+  command.remote = std::move(spans);
+  issuer_->Submit(std::move(command));
+}
+
+void DriverCalls::UnmapRemote(std::vector<Span> spans) {
+  TransferIssuer::Command command;
+  command.remote = std::move(spans);
+  command.unmap = true;
+  issuer_->Submit(std::move(command));
+}
+
 void DriverCalls::DeliverCompletions(TransferListener& listener, Engine& engine,
                                      FaultBuffer& faults, DriverRecordReader& reader) {
   bool progress = true;

@@ -43,6 +43,10 @@ class DriverCalls {
   void Evict(const Transfer& transfer, std::vector<Span> discard, std::vector<Span> copy);
   // Pages dropped with no transfer to wait for.
   void Discard(std::vector<Span> spans);
+  // Remote mapping: the GPU reaches the spans in host memory (Map), or
+  // faults on them again (Unmap). In order with the other calls.
+  void MapRemote(std::vector<Span> spans);
+  void UnmapRemote(std::vector<Span> spans);
 
   // Hands every finished transfer to `listener` and lets `engine` service
   // the faults waiting in `faults`, until neither makes progress.

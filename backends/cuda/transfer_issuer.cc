@@ -44,6 +44,28 @@ void TransferIssuer::Work() {
   }
 }
 
+template <typename Check>
+void TransferIssuer::IssueRemoteMapping(const Command& command, Check& check) {
+  const cudaMemLocation host{cudaMemLocationTypeHost, 0};
+  const cudaMemLocation gpu{cudaMemLocationTypeDevice, gpu_};
+  for (const Span& span : command.remote) {
+    void* pointer = reinterpret_cast<void*>(span.address);
+    if (command.unmap) {
+      check(cudaMemAdvise(pointer, span.bytes, cudaMemAdviseUnsetAccessedBy, gpu),
+            "cudaMemAdvise(UnsetAccessedBy)");
+      check(cudaMemAdvise(pointer, span.bytes, cudaMemAdviseUnsetPreferredLocation, host),
+            "cudaMemAdvise(UnsetPreferredLocation)");
+      continue;
+    }
+    check(cudaMemAdvise(pointer, span.bytes, cudaMemAdviseSetPreferredLocation, host),
+          "cudaMemAdvise(SetPreferredLocation)");
+    // The data must be in host memory for the mapping to reach it there.
+    check(cudaMemPrefetchAsync(pointer, span.bytes, host, 0, stream_), "cudaMemPrefetchAsync");
+    check(cudaMemAdvise(pointer, span.bytes, cudaMemAdviseSetAccessedBy, gpu),
+          "cudaMemAdvise(SetAccessedBy)");
+  }
+}
+
 void TransferIssuer::Issue(const Command& command) {
   absl::Status failure;
   auto check = [&](cudaError_t error, const char* what) {
@@ -52,6 +74,7 @@ void TransferIssuer::Issue(const Command& command) {
           absl::StrFormat("%s failed: %s", what, cudaGetErrorString(error)));
     }
   };
+  if (!command.remote.empty()) IssueRemoteMapping(command, check);
   if (!command.discard.empty()) {
     std::vector<void*> pointers;
     std::vector<size_t> sizes;

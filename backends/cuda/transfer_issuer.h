@@ -35,6 +35,13 @@ class TransferIssuer {
     std::vector<Span> discard;   // dropped without write-back, first
     std::vector<Span> prefetch;  // then moved to `to_device` or to the host
     bool to_device = true;
+    // Remote mapping (PolicyContext::MapRemote), in place of the above:
+    // the spans' preferred location becomes the host and the GPU maps them
+    // where they are (AccessedBy), after a prefetch to the host; or, with
+    // `unmap`, both advices are taken back, so the next GPU access faults
+    // and migrates.
+    std::vector<Span> remote;
+    bool unmap = false;
   };
 
   TransferIssuer(int gpu, cudaStream_t stream);
@@ -59,6 +66,9 @@ class TransferIssuer {
   };
   void Work();
   void Issue(const Command& command);
+  // A command's remote mapping or unmapping; `check` keeps the first error.
+  template <typename Check>
+  void IssueRemoteMapping(const Command& command, Check& check);
 
   const int gpu_;
   const cudaStream_t stream_;

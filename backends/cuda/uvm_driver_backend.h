@@ -31,6 +31,11 @@ class UvmDriverBackend : public Backend {
   void Replay(ReplayPolicy, BlockNumber, Nanos) override {}
   // Traffic and faults are CUPTI's.
   bool CountsItsOwnTraffic() const override { return true; }
+  // Remote mapping through the driver's advice: PreferredLocation=host and
+  // AccessedBy=GPU, so the GPU maps the pages where they are.
+  bool MapsRemotely() const override { return true; }
+  void MapRemote(BlockNumber block, const PageMask& pages) override;
+  void UnmapRemote(BlockNumber block, const PageMask& pages) override;
 
  protected:
   UvmDriverBackend();
@@ -42,8 +47,15 @@ class UvmDriverBackend : public Backend {
   // waiting, until neither makes progress.
   void DeliverCompletions(DriverRecordReader& reader);
 
+  // Counts the program's accesses of `write` to `pages` pages from
+  // `first_page` that go to remotely mapped pages, in the run's remote
+  // bytes (whole pages: the replay kernel and the plan are page-granular).
+  void CountRemoteAccesses(PageNumber first_page, uint64_t pages, bool write);
+
   Engine* engine_ = nullptr;
   TransferListener* listener_ = nullptr;
+  // Pages mapped remotely now: accesses need checking only while any are.
+  uint64_t remote_pages_ = 0;
   // The GPU's own fault buffer is not modelled: this one only carries the
   // records' blocks to the engine, and must not drop any.
   FaultBuffer faults_;

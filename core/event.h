@@ -55,6 +55,11 @@ struct Event {
   Nanos duration_ns = 0;                  // kKernelBegin: compute time (and kKernelFaultTimes)
   Nanos time_ns = 0;                      // observed events: when it happened (and kKernelFaultTimes)
   std::string name;                       // kKernelDefine only
+  // kAccess: further passes the kernel makes over the range after the
+  // first (a GEMM reads its weight once per tile of its input's rows). Only
+  // remote accesses pay for them: a kernel's compute time already counts
+  // its device-memory traffic.
+  uint32_t rereads = 0;
 
   bool IsProgramEvent() const { return static_cast<uint8_t>(kind) < 16; }
   bool operator==(const Event&) const = default;

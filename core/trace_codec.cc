@@ -240,8 +240,10 @@ void EventEncoder::Append(const Event& event, std::string& out) {
   if (event.iteration != 0) mask |= kFieldIteration;
   if (event.duration_ns != 0) mask |= kFieldDuration;
   if (!event.name.empty()) mask |= kFieldName;
+  if (event.rereads != 0) mask |= kFieldRereads;
 
-  // Everything but the name's bytes: kind, mask, and at most ten varints.
+  // Everything but the name's bytes: kind, mask, and at most eleven varints
+  // (rereads goes after the name's bytes, in a buffer of its own).
   char bytes[1 + 11 * kMaxVarintBytes];
   char* end = bytes;
   *end++ = static_cast<char>(event.kind);
@@ -265,6 +267,7 @@ void EventEncoder::Append(const Event& event, std::string& out) {
   if (mask & kFieldName) end = PutVarint(event.name.size(), end);
   out.append(bytes, end - bytes);
   out += event.name;
+  if (mask & kFieldRereads) AppendVarint(event.rereads, out);
 }
 
 absl::Status EventDecoder::Decode(ByteCursor& cursor, Event& event) {
@@ -333,6 +336,7 @@ absl::Status EventDecoder::Decode(ByteCursor& cursor, Event& event) {
       failed_field = "name";
     }
   }
+  if (field(kFieldRereads, "rereads", UINT32_MAX)) event.rereads = static_cast<uint32_t>(value);
   if (failed_field != nullptr) {
     return Bad(absl::StrFormat("the %s field of a %s event is malformed or out of range",
                                failed_field, kind_name()));

@@ -29,6 +29,7 @@ struct EventRecord {
   uint64_t iteration;
   int64_t duration_ns;
   int64_t time_ns;
+  uint32_t rereads;
 };
 
 struct FaultRecord {
@@ -75,7 +76,8 @@ absl::StatusOr<DecodedTrace> Decode(const std::string& path) {
   while ((*reader)->Next(e)) {
     trace.events.push_back(EventRecord{static_cast<uint8_t>(e.kind),
                                        static_cast<uint8_t>(e.access), e.cause, e.exec_id, e.sm,
-                                       e.address, e.size, e.iteration, e.duration_ns, e.time_ns});
+                                       e.address, e.size, e.iteration, e.duration_ns, e.time_ns,
+                                       e.rereads});
     switch (e.kind) {
       case EventKind::kKernelDefine: trace.kernel_names.emplace_back(e.exec_id, e.name); break;
       case EventKind::kFault:
@@ -111,7 +113,7 @@ py::array_t<Record> ToArray(const std::vector<Record>& records) {
 void DefineRecordTypes() {
   static const bool defined = [] {
     PYBIND11_NUMPY_DTYPE(EventRecord, kind, access, cause, exec_id, sm, address, size,
-                         iteration, duration_ns, time_ns);
+                         iteration, duration_ns, time_ns, rereads);
     PYBIND11_NUMPY_DTYPE(FaultRecord, time_ns, address, access, exec_id, sm);
     PYBIND11_NUMPY_DTYPE(MigrationRecord, time_ns, address, size, cause);
     PYBIND11_NUMPY_DTYPE(RemovalRecord, time_ns, address, size);

@@ -87,6 +87,28 @@ TEST(SimRemoteMapTest, AnAccessMovesOnlyTheBytesItTouches) {
   EXPECT_EQ(run.stats.faults, 0u);
 }
 
+TEST(SimRemoteMapTest, EveryPassOverARemoteRangeCrossesTheLink) {
+  // A GEMM-like read of block 0 that passes over it four times (three
+  // rereads): four blocks' worth of bytes cross, and the kernel lasts as
+  // long as they take.
+  ProgramBuilder p;
+  p.Alloc(0, 1);
+  p.Begin(1, 10 * kUs);
+  Event read;
+  read.kind = EventKind::kAccess;
+  read.address = ProgramBuilder::BlockAddress(0);
+  read.size = kBlockSize;
+  read.rereads = 3;
+  p.Raw(read).End(1);
+  ScriptedMoves policy;
+  policy.At(1, [](PolicyContext& c) { c.MapRemote(Block(0), FullPageMask()); });
+  const DeviceConfig device = RemoteDevice();
+  const SimRun run = RunOnSim(p, 1, policy, device);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.remote_read_bytes, 4 * kBlockSize);
+  EXPECT_EQ(run.stats.time_ns, 4 * kBlockMove + KernelOverhead(device));
+}
+
 TEST(SimRemoteMapTest, MapNowMigrateLaterUnmapsFirstAndKeepsTheWrites) {
   // Kernel 1 writes block 0 through a remote mapping (device-to-host lane);
   // kernel 2 (3 ms of compute) prefetches it: the copy replaces the

@@ -225,6 +225,10 @@ std::vector<Event> EdgeEvents() {
     e.size = kPageSize;
     events.push_back(e);
   }
+  e.rereads = 1;
+  events.push_back(e);
+  e.rereads = kMax32;  // a GEMM's passes over its weight, at the limit
+  events.push_back(e);
 
   e = MakeEvent(EventKind::kKernelEnd);
   e.exec_id = kMax32;

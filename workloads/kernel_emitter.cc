@@ -21,13 +21,15 @@ KernelEmitter::KernelEmitter(std::deque<Event>& out, uint32_t exec_id, Nanos dur
   out_.push_back(std::move(event));
 }
 
-void KernelEmitter::Access(AccessType access, uint64_t address, uint64_t size) {
+void KernelEmitter::Access(AccessType access, uint64_t address, uint64_t size,
+                           uint32_t rereads) {
   Event event;
   event.kind = EventKind::kAccess;
   event.exec_id = exec_id_;
   event.access = access;
   event.address = address;
   event.size = size;
+  event.rereads = rereads;
   out_.push_back(std::move(event));
 }
 

@@ -22,7 +22,7 @@ class KernelEmitter {
                 const std::string* define_name);
 
   // The kernel touches [address, address + size).
-  void Access(AccessType access, uint64_t address, uint64_t size);
+  void Access(AccessType access, uint64_t address, uint64_t size, uint32_t rereads = 0);
   // Appends the end; the emitter is spent.
   void End();
 

@@ -314,12 +314,14 @@ class TensorProgramSource final : public EventSource {
       }
       if (access.gather >= 0) {
         for (const auto& [offset, size] : Draws(access.gather)) {
-          emitter.Access(access.access, base + offset, std::min(size, tensor.bytes - offset));
+          emitter.Access(access.access, base + offset, std::min(size, tensor.bytes - offset),
+                         access.rereads);
         }
         continue;
       }
       emitter.Access(access.access, base + access.offset,
-                     access.size != 0 ? access.size : tensor.bytes - access.offset);
+                     access.size != 0 ? access.size : tensor.bytes - access.offset,
+                     access.rereads);
     }
     emitter.End();
   }

@@ -71,6 +71,7 @@ struct KernelAccess {
   uint64_t offset = 0;  // bytes into the tensor
   uint64_t size = 0;    // 0: to the end of the tensor
   int gather = -1;      // >= 0: the items of that gather instead of the range
+  uint32_t rereads = 0; // further passes over the range (Event::rereads)
 };
 
 struct KernelSpec {

@@ -14,7 +14,14 @@
 // input), a layer norm's scale and shift (read once per row, tiny), and an
 // embedding gather (only the rows looked up).
 //
+// Then cuBLAS's own half-precision GEMMs (tensor cores, as the zoo's
+// linear layers assume) with the weight in each placement, forward
+// (x * W) and data-gradient (dy * W^T), over the rows of x: how many passes
+// over the weight reach the link.
+//
 // It allocates at most 512 MiB of each kind.
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -110,8 +117,7 @@ const char* PlacementName(Placement p) {
   return "?";
 }
 
-// A buffer of `bytes` in `placement`, filled with `fill` bytes; null on
-// failure.
+// A zeroed buffer of `bytes` in `placement`; null on failure.
 void* Allocate(Placement placement, size_t bytes, int device) {
   void* p = nullptr;
   switch (placement) {
@@ -173,6 +179,17 @@ float BestMs(Launch launch, int repeats = 5) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return best;
+}
+
+// cuBLAS half GEMM on row-major arrays: y[m x n] = x[m x k] * w (w is
+// k x n, or with `transposed` n x k used as its transpose).
+void HalfGemm(cublasHandle_t handle, const __half* x, const __half* w, __half* y, int m, int n,
+              int k, bool transposed) {
+  const float one = 1, zero = 0;
+  // Column-major view: y^T = w^T * x^T.
+  cublasGemmEx(handle, transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w,
+               CUDA_R_16F, transposed ? k : n, x, CUDA_R_16F, k, &zero, y, CUDA_R_16F, n,
+               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 }  // namespace
@@ -262,8 +279,44 @@ int main() {
     Release(placement, table);
     if (!Ok(cudaGetLastError(), "a probe kernel")) return 1;
   }
-  std::printf("],\n \"weight_bytes\":%zu,\"stream_bytes\":%zu}\n", size_t(k) * n * sizeof(float),
-              stream_bytes);
+  std::printf("],\n \"weight_bytes\":%zu,\"stream_bytes\":%zu,\n \"cublas_half\":[",
+              size_t(k) * n * sizeof(float), stream_bytes);
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "umlab_remote_probe: cublasCreate failed\n");
+    return 1;
+  }
+  // (k, n): GPT-2 small's c_fc and a square 4096 layer.
+  const int shapes[][2] = {{768, 3072}, {4096, 4096}};
+  const int gemm_rows[] = {256, 1024, 4096, 16384};
+  __half *hx = nullptr, *hy = nullptr;
+  cudaMalloc(&hx, size_t(16384) * 4096 * sizeof(__half));
+  cudaMalloc(&hy, size_t(16384) * 4096 * sizeof(__half));
+  bool first_gemm = true;
+  for (const auto& shape : shapes) {
+    const int gk = shape[0], gn = shape[1];
+    const size_t weight_bytes = size_t(gk) * gn * sizeof(__half);
+    for (Placement placement :
+         {Placement::kHbm, Placement::kManagedRemote, Placement::kPinnedMapped}) {
+      auto* w = static_cast<__half*>(Allocate(placement, weight_bytes, device));
+      if (w == nullptr) return 1;
+      for (int rows : gemm_rows) {
+        const float forward_ms = BestMs([&] { HalfGemm(handle, hx, w, hy, rows, gn, gk, false); });
+        const float dgrad_ms = BestMs([&] { HalfGemm(handle, hy, w, hx, rows, gk, gn, true); });
+        std::printf("%s\n  {\"k\":%d,\"n\":%d,\"rows\":%d,\"placement\":\"%s\","
+                    "\"weight_bytes\":%zu,\"forward_us\":%.1f,\"dgrad_us\":%.1f}",
+                    first_gemm ? "" : ",", gk, gn, rows, PlacementName(placement), weight_bytes,
+                    forward_ms * 1e3, dgrad_ms * 1e3);
+        first_gemm = false;
+      }
+      Release(placement, w);
+    }
+  }
+  std::printf("]}\n");
+  if (!Ok(cudaGetLastError(), "a cuBLAS GEMM")) return 1;
+  cublasDestroy(handle);
+  cudaFree(hx);
+  cudaFree(hy);
   cudaFree(a);
   cudaFree(c);
   cudaFree(x);

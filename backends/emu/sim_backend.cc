@@ -100,7 +100,7 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
             PageOfAddress(access.address), PagesSpanned(access.address, access.size),
             access.access != AccessType::kRead,
             static_cast<uint32_t>(access.address % kPageSize),
-            static_cast<uint32_t>((end - 1) % kPageSize + 1)});
+            static_cast<uint32_t>((end - 1) % kPageSize + 1), access.rereads});
       }
       const Event& begin = assembler.kernel_begin();
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {

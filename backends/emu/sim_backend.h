@@ -157,12 +157,14 @@ class SimBackend final : public Backend {
     // last page it covers: what a remote access moves of those pages.
     uint32_t head_skip;
     uint32_t tail_bytes;
-    // Bytes the access touches of its pages [offset, offset + count).
+    uint32_t rereads;  // further passes over the range (Event::rereads)
+    // Bytes the access moves of its pages [offset, offset + count) from
+    // memory, every pass counted.
     uint64_t BytesOf(uint64_t offset, uint64_t count) const {
       uint64_t bytes = count * kPageSize;
       if (offset == 0) bytes -= head_skip;
       if (offset + count == pages) bytes -= kPageSize - tail_bytes;
-      return bytes;
+      return bytes * (uint64_t{rereads} + 1);
     }
   };
   // Where an issuer is in the kernel's pages: ranges_[range] at `offset`,

@@ -58,20 +58,23 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
     const int x_nhwc = NhwcCopy(name + "_fwd_nchw_to_nhwc_x_" + shape, x);
     const int w_nhwc = NhwcCopy(name + "_fwd_nchw_to_nhwc_w_" + shape, layer.weight);
     const int y_nhwc = Workspace(Name(y) + ".nhwc", Bytes(y));
-    WeightedForward(name + "_fwd_" + shape, flops, x_nhwc, w_nhwc, layer.bias, y_nhwc);
+    WeightedForward(name + "_fwd_" + shape, flops, x_nhwc, w_nhwc, layer.bias, y_nhwc,
+                    o.n * o.h * o.w);
     Unref(x_nhwc);
     Unref(w_nhwc);
     Kernel(name + "_fwd_nhwc_to_nchw_" + shape, 0, false, {R(y_nhwc), W(y)});
     Unref(y_nhwc);
   } else {
-    WeightedForward(name + "_fwd_" + shape, flops, x, layer.weight, layer.bias, y);
+    WeightedForward(name + "_fwd_" + shape, flops, x, layer.weight, layer.bias, y,
+                    o.n * o.h * o.w);
   }
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, x);
-  entry.backward = [this, layer, x, flops, shape, name, path, o](const std::vector<int>& g) {
+  entry.backward = [this, layer, x, flops, shape, name, path, o, in](const std::vector<int>& g) {
     const int gy = g[0];
+    const uint64_t input_positions = in.n * in.h * in.w;
     if (path != ConvolutionPath::kImplicitGemm) {
-      WeightedBackward(name, shape, flops, x, layer.weight, gy);
+      WeightedBackward(name, shape, flops, x, layer.weight, gy, input_positions);
       if (path == ConvolutionPath::kGemm) {
         // The weight-gradient GEMM splits its reduction; one more kernel
         // sums the partials into the gradient it just accumulated.
@@ -84,7 +87,7 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
         const int gy_nhwc = NhwcCopy(name + "_dgrad_nchw_to_nhwc_" + shape, gy);
         const int gx_nhwc = Workspace(Name(x) + ".grad.nhwc", Bytes(x));
         Kernel(name + "_dgrad_" + shape, flops, half(),
-               {R(gy_nhwc), R(layer.weight), W(gx_nhwc)});
+               {R(gy_nhwc), WeightRead(layer.weight, input_positions), W(gx_nhwc)});
         Unref(gy_nhwc);
         const int gx = Grad(x, Bytes(x));
         Kernel(name + "_dgrad_nhwc_to_nchw_" + shape, 0, false, {R(gx_nhwc), W(gx)});

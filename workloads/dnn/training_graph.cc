@@ -313,19 +313,27 @@ absl::Status TrainingGraph::Finish() {
 // Forward ops and their backward.
 // ---------------------------------------------------------------------------
 
+KernelAccess TrainingGraph::WeightRead(int weight, uint64_t rows) {
+  constexpr uint64_t kRowsPerTile = 256;
+  KernelAccess read = R(weight);
+  const uint64_t passes = std::max<uint64_t>(1, (rows + kRowsPerTile - 1) / kRowsPerTile);
+  read.rereads = static_cast<uint32_t>(std::min<uint64_t>(passes - 1, UINT32_MAX));
+  return read;
+}
+
 void TrainingGraph::WeightedForward(const std::string& kernel, double flops, int x, int weight,
-                                    int bias, int y) {
-  std::vector<KernelAccess> accesses = {R(x), R(weight)};
+                                    int bias, int y, uint64_t rows) {
+  std::vector<KernelAccess> accesses = {R(x), WeightRead(weight, rows)};
   if (bias >= 0) accesses.push_back(R(bias));
   accesses.push_back(W(y));
   Kernel(kernel, flops, half(), std::move(accesses));
 }
 
 void TrainingGraph::WeightedBackward(const std::string& prefix, const std::string& shape,
-                                     double flops, int x, int weight, int gy) {
+                                     double flops, int x, int weight, int gy, uint64_t rows) {
   if (RequiresGrad(x)) {
     const int gx = Grad(x, Bytes(x));
-    Kernel(prefix + "_dgrad_" + shape, flops, half(), {R(gy), R(weight), W(gx)});
+    Kernel(prefix + "_dgrad_" + shape, flops, half(), {R(gy), WeightRead(weight, rows), W(gx)});
     AddGrad(x, gx);
   }
   const int gw = Grad(weight, Bytes(weight));
@@ -343,7 +351,8 @@ int TrainingGraph::Linear(const LinearLayer& layer, int x, uint64_t rows) {
   const int y = Activation(layer.name + ".out", rows * layer.out);
   const double flops = 2.0 * D(rows) * D(layer.in) * D(layer.out);
   const std::string shape = absl::StrCat(rows, "x", layer.out, "x", layer.in);
-  WeightedForward(layer.name + ".gemm_fwd_" + shape, flops, x, layer.weight, layer.bias, y);
+  WeightedForward(layer.name + ".gemm_fwd_" + shape, flops, x, layer.weight, layer.bias, y,
+                  rows);
   TapeEntry entry{{y}, {}, nullptr};
   Save(entry, x);
   entry.backward = [this, layer, x, rows, flops, shape](const std::vector<int>& g) {
@@ -352,7 +361,7 @@ int TrainingGraph::Linear(const LinearLayer& layer, int x, uint64_t rows) {
     if (layer.bias >= 0) {
       BiasBackward(layer.name + ".bias_grad_" + shape, D(rows * layer.out), layer.bias, gy);
     }
-    WeightedBackward(layer.name + ".gemm", shape, flops, x, layer.weight, gy);
+    WeightedBackward(layer.name + ".gemm", shape, flops, x, layer.weight, gy, rows);
   };
   Record(std::move(entry));
   Unref(x);

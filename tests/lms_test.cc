@@ -307,8 +307,9 @@ TEST(LmsTest, AKernelLargerThanTheDeviceFailsInOneLineNamingIt) {
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   EXPECT_NE(message.find("out of memory at kernel 'fwd1' (kernel 1 of 6"), std::string::npos)
       << message;
-  EXPECT_NE(message.find("it needs 4.00 MiB"), std::string::npos) << message;
-  EXPECT_NE(message.find("the device has 2.00 MiB"), std::string::npos) << message;
+  EXPECT_NE(message.find("it needs 4.00 MiB (4194304 bytes)"), std::string::npos) << message;
+  EXPECT_NE(message.find("the device has 2.00 MiB (2097152 bytes)"), std::string::npos)
+      << message;
   EXPECT_EQ(run.stats.kernels, 0u);  // refused before it ran
 
   // The tensors LMS keeps on the device count too: with frac 1 on three

@@ -114,13 +114,15 @@ absl::StatusOr<LmsPlan> PlanLms(const IterationGraph& iteration,
     if (need > capacity_frames) {
       const uint64_t own = plan.blocks[k].size();
       return PolicyRefusal(absl::StrFormat(
-          "lms: out of memory at kernel %s (kernel %d of %d in iteration %d): it needs %s of "
-          "device memory at once (%s for its %d tensors, %s for the tensors LMS keeps on the "
-          "device, in whole 2 MiB blocks) and the device has %s; LMS cannot run an operation "
-          "larger than the GPU: give it more --capacity or a smaller batch",
+          "lms: out of memory at kernel %s (kernel %d of %d in iteration %d): it needs %s "
+          "(%d bytes) of device memory at once (%s for its %d tensors, %s for the tensors LMS "
+          "keeps on the device, in whole 2 MiB blocks) and the device has %s (%d bytes); LMS "
+          "cannot run an operation larger than the GPU: give it more --capacity or a smaller "
+          "batch",
           KernelName(names, plan.exec_ids[k]), k + 1, kernels, iteration.index,
-          FormatBytes(need * kBlockSize), FormatBytes(own * kBlockSize), plan.uses[k].size(),
-          FormatBytes((need - own) * kBlockSize), FormatBytes(capacity_bytes)));
+          FormatBytes(need * kBlockSize), need * kBlockSize, FormatBytes(own * kBlockSize),
+          plan.uses[k].size(), FormatBytes((need - own) * kBlockSize),
+          FormatBytes(capacity_bytes), capacity_bytes));
     }
     for (uint32_t t : dying[k]) {
       demand -= plan.tensors[t].size;

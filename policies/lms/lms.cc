@@ -282,7 +282,8 @@ void LmsPolicy::OnAllocatorEvent(const Event& event) {
 std::optional<BlockNumber> LmsPolicy::ChooseVictim(const VictimQuery& query) {
   std::optional<BlockNumber> victim;
   if (running_ != nullptr) {
-    // LMS never takes a running operation's data away from it.
+    // Anything but the running operation's data: LMS holds an operation's
+    // blobs on the GPU while it runs.
     const std::vector<BlockNumber>& own = running_->blocks[running_kernel_];
     victim = context().memory().LeastRecentlyMigrated(
         [&](const BlockState& block) {

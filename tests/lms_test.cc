@@ -106,21 +106,8 @@ class EvictionLog final : public EngineObserver {
 // RunOnSim (tests/sim_harness.h) with an observer on the engine.
 SimRun RunObserved(const ProgramBuilder& program, uint64_t capacity_frames, Policy& policy,
                    EngineObserver& observer, const DeviceConfig& device = TestDevice()) {
-  SimBackend backend(device, capacity_frames);
-  EngineConfig config = EngineConfigFor(device);
-  config.check_invariants = true;
-  Engine engine(backend, policy, capacity_frames, config);
-  engine.AddObserver(&observer);
-  SimRun run;
-  VectorSource plan_source = program.Source();
-  run.status = PlanAhead(policy, plan_source, device, capacity_frames * kBlockSize);
-  if (!run.status.ok()) return run;
-  VectorSource source = program.Source();
-  run.status = backend.Run(source, engine, nullptr);
-  if (run.status.ok()) run.status = engine.CheckInvariants();
-  if (run.status.ok()) run.status = backend.CheckConsistency(engine);
-  run.stats = engine.stats();
-  return run;
+  return RunOnSim(program, capacity_frames, policy, device, ReplayPolicy::kBatch, SimOptions{},
+                  &observer);
 }
 
 uint64_t Count(const Policy& policy, const std::string& name) {

@@ -63,6 +63,18 @@ std::string RunsTable(const Runs& runs) {
                         first.policy);
   // Policies with tables of their own (DeepUM's correlation tables) say how
   // much memory those take: DeepUM's Table 4 reports the same quantity.
+  // Remote mapping moves bytes that are neither h2d nor d2h (no copy is
+  // made): say how many, per policy that mapped any.
+  for (const RunResult& run : runs) {
+    const RunStats& s = run.stats;
+    if (s.remote_mapped_bytes == 0) continue;
+    absl::StrAppendFormat(&out,
+                          "remote: %s mapped %s and read %s, wrote %s through the mappings; "
+                          "peak device memory %s\n",
+                          run.policy, FormatBytes(s.remote_mapped_bytes),
+                          FormatBytes(s.remote_read_bytes), FormatBytes(s.remote_write_bytes),
+                          FormatBytes(s.peak_device_bytes));
+  }
   for (const RunResult& run : runs) {
     if (run.policy_table_bytes == 0) continue;
     absl::StrAppendFormat(&out, "policy tables: %s uses %s\n", run.policy,

@@ -15,6 +15,7 @@ struct SlimEvent {
   EventKind kind;
   AccessType access;
   uint8_t cause;  // kActivate: the tensor's role (core/tensor_role.h)
+  uint32_t rereads;
   uint32_t exec_id;
   uint64_t address;
   uint64_t size;
@@ -39,7 +40,7 @@ class GraphBuilder {
       Close(event.address, event.size);
     } else if (event.kind == EventKind::kKernelBegin) {
       if (current_ == nullptr) BeginIteration(0);
-      current_->kernels.push_back(GraphKernel{event.exec_id, event.duration_ns, {}, {}});
+      current_->kernels.push_back(GraphKernel{event.exec_id, event.duration_ns, {}, {}, {}});
       in_kernel_ = true;
     } else if (event.kind == EventKind::kKernelEnd) {
       if (in_kernel_) Normalize(current_->kernels.back());
@@ -143,12 +144,13 @@ class GraphBuilder {
       covered += std::min(end, it->second.end) - std::max(event.address, it->first);
       if (event.access != AccessType::kWrite) kernel.reads.push_back(it->second.tensor);
       if (event.access != AccessType::kRead) kernel.writes.push_back(it->second.tensor);
+      if (event.rereads > 0) kernel.reread.push_back(it->second.tensor);
     }
     current_->untracked_access_bytes += event.size - covered;
   }
 
   static void Normalize(GraphKernel& kernel) {
-    for (std::vector<uint32_t>* list : {&kernel.reads, &kernel.writes}) {
+    for (std::vector<uint32_t>* list : {&kernel.reads, &kernel.writes, &kernel.reread}) {
       std::sort(list->begin(), list->end());
       list->erase(std::unique(list->begin(), list->end()), list->end());
     }
@@ -178,8 +180,9 @@ absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
     }
     if (!event.IsProgramEvent()) continue;
     has_activations |= event.kind == EventKind::kActivate;
-    events.push_back(SlimEvent{event.kind, event.access, event.cause, event.exec_id, event.address,
-                               event.size, event.iteration, event.duration_ns});
+    events.push_back(SlimEvent{event.kind, event.access, event.cause, event.rereads,
+                               event.exec_id, event.address, event.size, event.iteration,
+                               event.duration_ns});
   }
   if (!program.status().ok()) return program.status();
   GraphBuilder builder(has_activations ? EventKind::kActivate : EventKind::kAlloc,

@@ -46,6 +46,9 @@ struct GraphKernel {
   // atomic access counts as both.
   std::vector<uint32_t> reads;
   std::vector<uint32_t> writes;
+  // Of those, the tensors it passes over more than once (an access with
+  // rereads: a GEMM's weight), ascending and distinct.
+  std::vector<uint32_t> reread;
 
   bool operator==(const GraphKernel&) const = default;
 };

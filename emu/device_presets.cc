@@ -32,6 +32,21 @@ UMLAB_REGISTER_DEVICE(
      }});
 
 UMLAB_REGISTER_DEVICE(
+    v100_nvlink2,
+    {"v100-nvlink2", "V100 on NVLink 2.0 to a POWER9 host: the LMS paper's fast machine",
+     DeviceConfig{
+         // The LMS paper's AC922 with four V100s (SysML '18): NVLink 2.0
+         // "connects CPUs and GPUs with 150GB/s", against 16 GB/s for PCIe
+         // 3, whose figure is per direction; with four GPUs each has three
+         // 25 GB/s bricks to its CPU, 75 GB/s each way and 150 GB/s both
+         // ways together. The per-transfer cost is v100-pcie3's (no source
+         // gives NVLink's).
+         .link = {75e9, 75e9, 5000},
+         .compute = {15.7e12, 125e12, 900e9, 80},  // as v100-pcie3
+         .fault_latency_ns = 45000,                // as v100-pcie3 (G10)
+     }});
+
+UMLAB_REGISTER_DEVICE(
     a100_pcie4, {"a100-pcie4", "A100 on PCIe 4 x16: the V100 machine with twice the link",
                  DeviceConfig{
                      .link = {31.508e9, 31.508e9, 5000},  // PCIe 4 x16: twice PCIe 3

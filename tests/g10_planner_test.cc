@@ -21,7 +21,7 @@ namespace {
 constexpr uint64_t kBlock = kBlockSize;
 
 GraphKernel K(std::vector<uint32_t> reads, std::vector<uint32_t> writes, Nanos ns) {
-  return GraphKernel{1, ns, std::move(reads), std::move(writes)};
+  return GraphKernel{1, ns, std::move(reads), std::move(writes), {}};
 }
 
 // Eight kernels of 1..8 us. W (0) is a weight read by kernels 0 and 5; A (1)
@@ -29,10 +29,10 @@ GraphKernel K(std::vector<uint32_t> reads, std::vector<uint32_t> writes, Nanos n
 // U (3) is never used.
 IterationGraph EightKernels() {
   IterationGraph g;
-  g.tensors = {{0x1000000, 3 * 4096, true},
-               {0x2000000, 4096, false},
-               {0x3000000, 100, false},
-               {0x4000000, 4096, false}};
+  g.tensors = {{0x1000000, 3 * 4096, true, std::nullopt},
+               {0x2000000, 4096, false, std::nullopt},
+               {0x3000000, 100, false, std::nullopt},
+               {0x4000000, 4096, false, std::nullopt}};
   g.kernels = {K({0}, {1}, 1000), K({1}, {}, 2000), K({}, {2}, 3000), K({}, {}, 4000),
                K({}, {}, 5000), K({0}, {}, 6000), K({1}, {}, 7000), K({}, {}, 8000)};
   return g;
@@ -114,8 +114,8 @@ TEST(LinkBudgetTest, StorageTrafficCrossesTheLinkAndAFullLinkFillsTheDrive) {
 // blocks, by kernels 1 to 8. 9 blocks do not fit the 8-block device.
 IterationGraph WeightIdleInTheMiddle() {
   IterationGraph g;
-  g.tensors = {{ProgramBuilder::BlockAddress(0), kBlock, true},
-               {ProgramBuilder::BlockAddress(1), 8 * kBlock, true}};
+  g.tensors = {{ProgramBuilder::BlockAddress(0), kBlock, true, std::nullopt},
+               {ProgramBuilder::BlockAddress(1), 8 * kBlock, true, std::nullopt}};
   g.kernels.push_back(K({0}, {}, 1000000));
   for (int k = 1; k <= 8; ++k) g.kernels.push_back(K({1}, {}, 1000000));
   g.kernels.push_back(K({0}, {}, 1000000));
@@ -185,7 +185,7 @@ TEST(G10PlannerTest, IntermediatesLiveFromJustBeforeBirthToDeathUntilTheEstimate
   // kernels 0-1 the rest peaks at 8 everywhere but there... then T1.
   IterationGraph g;
   for (int t = 0; t < 3; ++t) {
-    g.tensors.push_back({ProgramBuilder::BlockAddress(4 * t), 4 * kBlock, false});
+    g.tensors.push_back({ProgramBuilder::BlockAddress(4 * t), 4 * kBlock, false, std::nullopt});
     g.kernels.push_back(K({}, {static_cast<uint32_t>(t)}, 1000000));
     g.kernels.push_back(K({static_cast<uint32_t>(t)}, {}, 1000000));
   }
@@ -325,10 +325,10 @@ TEST(G10DeepUmTest, TheOracleBringsEachKernelsTensorsAheadAndSparesTheWindow) {
 //   k0 W -> A1, k1 A1 -> A2, k2 A2 -> A3, k3 loss(A3), k4 A3, k5 A2, k6 A1 W.
 IterationGraph ForwardBackward(uint32_t loss_exec_id) {
   IterationGraph g;
-  g.tensors = {{ProgramBuilder::BlockAddress(0), kBlock, true},
-               {ProgramBuilder::BlockAddress(1), 2 * kBlock, false},
-               {ProgramBuilder::BlockAddress(3), 2 * kBlock, false},
-               {ProgramBuilder::BlockAddress(5), 2 * kBlock, false}};
+  g.tensors = {{ProgramBuilder::BlockAddress(0), kBlock, true, std::nullopt},
+               {ProgramBuilder::BlockAddress(1), 2 * kBlock, false, std::nullopt},
+               {ProgramBuilder::BlockAddress(3), 2 * kBlock, false, std::nullopt},
+               {ProgramBuilder::BlockAddress(5), 2 * kBlock, false, std::nullopt}};
   g.kernels = {K({0}, {1}, 1000000), K({1}, {2}, 1000000), K({2}, {3}, 1000000),
                K({3}, {}, 1000000),  K({3}, {}, 1000000), K({2}, {}, 1000000),
                K({0, 1}, {}, 1000000)};

@@ -41,8 +41,8 @@ TEST(ProgramGraphTest, KernelsTensorsAndTheirUses) {
   const IterationGraph& first = graph.iterations[0];
   EXPECT_EQ(first.index, 0u);
   ASSERT_EQ(first.tensors.size(), 2u);
-  EXPECT_EQ(first.tensors[0], (GraphTensor{At(0), kBlock, true}));
-  EXPECT_EQ(first.tensors[1], (GraphTensor{At(1), kBlock, false}));
+  EXPECT_EQ(first.tensors[0], (GraphTensor{At(0), kBlock, true, std::nullopt}));
+  EXPECT_EQ(first.tensors[1], (GraphTensor{At(1), kBlock, false, std::nullopt}));
   ASSERT_EQ(first.kernels.size(), 2u);
   EXPECT_EQ(first.kernels[0].exec_id, 1u);
   EXPECT_EQ(first.kernels[0].duration_ns, 100);

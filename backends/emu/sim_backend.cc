@@ -95,12 +95,8 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       ranges_.clear();
       for (const Event& access : assembler.accesses()) {
         if (access.size == 0) continue;
-        const uint64_t end = access.address + access.size;
-        ranges_.push_back(AccessRange{
-            PageOfAddress(access.address), PagesSpanned(access.address, access.size),
-            access.access != AccessType::kRead,
-            static_cast<uint32_t>(access.address % kPageSize),
-            static_cast<uint32_t>((end - 1) % kPageSize + 1)});
+        ranges_.push_back(AccessRange{AccessSpan::Of(access.address, access.size),
+                                      access.access != AccessType::kRead});
       }
       const Event& begin = assembler.kernel_begin();
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {

@@ -50,6 +50,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/event_sink.h"
@@ -149,21 +150,9 @@ class SimBackend final : public Backend {
   using Picos = int64_t;
   static constexpr Picos kPicosPerNano = 1000;
 
-  struct AccessRange {
-    PageNumber first_page;
-    uint64_t pages;
+  // An access's pages, and the bytes a remote access moves of each.
+  struct AccessRange : AccessSpan {
     bool write;
-    // Bytes of the first page before the access starts, and bytes of the
-    // last page it covers: what a remote access moves of those pages.
-    uint32_t head_skip;
-    uint32_t tail_bytes;
-    // Bytes the access touches of its pages [offset, offset + count).
-    uint64_t BytesOf(uint64_t offset, uint64_t count) const {
-      uint64_t bytes = count * kPageSize;
-      if (offset == 0) bytes -= head_skip;
-      if (offset + count == pages) bytes -= kPageSize - tail_bytes;
-      return bytes;
-    }
   };
   // Where an issuer is in the kernel's pages: ranges_[range] at `offset`,
   // with `left` pages of its share to go. Ordered access shares cursor 0.

@@ -506,7 +506,8 @@ void SimBackend::WakeRemoteAccessors(const std::vector<TransferId>& completed) {
   ready_.PushWoken(remote_woken_);
 }
 
-void SimBackend::MapRemote(BlockNumber block, const PageMask& pages) {
+void SimBackend::MapRemote(BlockNumber block, const PageMask& pages,
+                           const PageMask& /*fresh*/) {
   if (absl::Status mapped = device_memory_.MapRemote(block, pages); !mapped.ok() && error_.ok()) {
     error_ = mapped;
   }

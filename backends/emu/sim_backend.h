@@ -137,7 +137,8 @@ class SimBackend final : public Backend {
   bool MapsRemotely() const override {
     return !options_.g10_faults() && !options_.policy_from_user;
   }
-  void MapRemote(BlockNumber block, const PageMask& pages) override;
+  // The sim holds no data: `fresh` pages need nothing.
+  void MapRemote(BlockNumber block, const PageMask& pages, const PageMask& fresh) override;
   void UnmapRemote(BlockNumber block, const PageMask& pages) override;
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
   Nanos Now() const override { return clock_.now(); }

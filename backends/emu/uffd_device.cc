@@ -538,8 +538,9 @@ absl::Status UffdDevice::UnmapHostCopy(uint64_t slot, const PageMask& pages) {
     // Released (teardown): the range is ordinary memory already.
     if (uffd_ >= 0) status = Register(start, length);
     // Same protection as its neighbours: the kernel merges it back into the
-    // range's one mapping.
-    if (status.ok() && mprotect(start, length, PROT_READ | PROT_WRITE) != 0) {
+    // range's one mapping. Also when the registration failed: the run
+    // fails with its error then, rather than SMs with SIGSEGV.
+    if (mprotect(start, length, PROT_READ | PROT_WRITE) != 0 && status.ok()) {
       status = RemapError("mprotect", slot, first, count);
     }
   });

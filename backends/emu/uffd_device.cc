@@ -488,6 +488,18 @@ absl::Status RemapError(absl::string_view what, uint64_t slot, int first, int co
                       : ""));
 }
 
+// mmap(MAP_FIXED | MAP_SHARED) of `fd` at `offset` over [at, at + length),
+// through the system call itself rather than libc's mmap, which the
+// sanitizers intercept: ThreadSanitizer takes a new mapping for a write, by
+// the calling thread, of every byte in it, and these replace part of the
+// device range under the SMs, whose next touches of it are ordered after the
+// change by the kernel (a fault's wake) or by the backend's handshake, both
+// invisible to it. Every SM access then read as a race with the remap.
+bool MapFixed(char* at, uint64_t length, int prot, int fd, uint64_t offset) {
+  return syscall(SYS_mmap, at, length, prot, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd,
+                 offset) != -1;
+}
+
 }  // namespace
 
 absl::Status UffdDevice::MapHostCopy(uint64_t slot, const PageMask& pages, const PageMask& zero) {
@@ -506,9 +518,8 @@ absl::Status UffdDevice::MapHostCopy(uint64_t slot, const PageMask& pages, const
     const uint64_t offset = base + first * kPageSize;
     // The same offset in the host memfd as in device memory: adjacent runs
     // of one block (mapped a fault at a time) merge into one mapping.
-    if (mmap(DevicePage(slot, first), count * kPageSize, PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_FIXED | MAP_NORESERVE, host_fd_,
-             static_cast<off_t>(offset)) == MAP_FAILED) {
+    if (!MapFixed(DevicePage(slot, first), count * kPageSize, PROT_READ | PROT_WRITE, host_fd_,
+                  offset)) {
       status = RemapError("mapping the host copy", slot, first, count);
       // A failed MAP_FIXED may have unmapped the range: put device memory
       // back, so that a touch faults instead of killing the process.
@@ -530,8 +541,7 @@ absl::Status UffdDevice::UnmapHostCopy(uint64_t slot, const PageMask& pages) {
     // with no fault message and no engine. The backend keeps every accessor
     // away meanwhile; PROT_NONE until then turns a slip into a crash, never
     // into wrong data.
-    if (mmap(start, length, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, device_fd_,
-             static_cast<off_t>(slot * kBlockSize + first * kPageSize)) == MAP_FAILED) {
+    if (!MapFixed(start, length, PROT_NONE, device_fd_, slot * kBlockSize + first * kPageSize)) {
       status = RemapError("mapping device memory back", slot, first, count);
       return;
     }

@@ -112,9 +112,13 @@ class Backend {
   virtual bool MapsRemotely() const { return false; }
   // Map `pages` of a block, which are not on the device, for the device to
   // read and write where their data is, in host memory: no frame is taken
-  // and no fault is raised; each access crosses the link instead. The
-  // engine calls this only where MapsRemotely().
-  virtual void MapRemote(BlockNumber /*block*/, const PageMask& /*pages*/) {}
+  // and no fault is raised; each access crosses the link instead. Of them,
+  // `fresh` pages have held no data so far (BlockState::invalid before the
+  // mapping): they must read as zeroes, whatever bytes their host memory
+  // kept from before (a backend with real data zeroes it, as a migration
+  // zero-fills such pages). The engine calls this only where MapsRemotely().
+  virtual void MapRemote(BlockNumber /*block*/, const PageMask& /*pages*/,
+                         const PageMask& /*fresh*/) {}
   // Take such a mapping down: the next access faults. The host keeps the
   // data, writes made through the mapping included. The engine calls this
   // before it migrates a remotely mapped page.

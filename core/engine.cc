@@ -683,7 +683,8 @@ void Engine::MapRemote(BlockNumber number, const PageMask& pages) {
   const PageMask mapped =
       pages & ~block.resident & ~block.in_flight & ~block.in_storage & ~block.remote;
   if (mapped.none()) return;
-  if (const PageMask fresh = mapped & block.invalid; fresh.any()) {
+  const PageMask fresh = mapped & block.invalid;
+  if (fresh.any()) {
     // First touch through the mapping finds a zeroed host page.
     block.invalid &= ~fresh;
     memory_.PlaceCopies(block, fresh, MemoryTier::kHost);
@@ -691,7 +692,7 @@ void Engine::MapRemote(BlockNumber number, const PageMask& pages) {
   }
   block.remote |= mapped;
   stats_.remote_mapped_bytes += MaskBytes(mapped);
-  backend_.MapRemote(number, mapped);
+  backend_.MapRemote(number, mapped, fresh);
   EndStep();
 }
 

@@ -27,6 +27,30 @@ TEST(PcieThrottleTest, HalfDuplexBooksOneLaneAndEvictionsPayTheOverhead) {
             2 * 2097152 + 2 * (2097152 + 1000));
 }
 
+TEST(PcieThrottleTest, RemoteAccessesBookTheMigrationsLanesAtTheRemoteRates) {
+  // Remote reads at 4 GB/s and writes at 0.5 GB/s, where DMA runs at 1 GB/s;
+  // the per-transfer latency (1 us) is not theirs to pay.
+  LinkConfig link{1e9, 1e9, 1000};
+  link.remote_read_bytes_per_second = 4e9;
+  link.remote_write_bytes_per_second = 0.5e9;
+  PcieThrottle throttle(link, /*dilation=*/2, /*enabled=*/true);
+  EXPECT_EQ(throttle.ReserveRemote(LinkDirection::kHostToDevice, 4096, 0), 2 * 1024);
+  EXPECT_EQ(throttle.ReserveRemote(LinkDirection::kDeviceToHost, 100, 0), 2 * 200);
+  // A migration the same way waits for the remote bytes ahead of it...
+  EXPECT_EQ(throttle.Reserve(LinkDirection::kHostToDevice, 4096, 0), 2 * 1024 + 2 * (1000 + 4096));
+  // ...and a remote access behind it for the migration.
+  EXPECT_EQ(throttle.ReserveRemote(LinkDirection::kHostToDevice, 4096, 0),
+            2 * 1024 + 2 * (1000 + 4096) + 2 * 1024);
+  // No bytes, no booking.
+  EXPECT_EQ(throttle.ReserveRemote(LinkDirection::kHostToDevice, 0, 7), 7);
+}
+
+TEST(PcieThrottleTest, RemoteRatesDefaultToTheDmaRates) {
+  PcieThrottle throttle(LinkConfig{1e9, 0.5e9, 0}, /*dilation=*/1, /*enabled=*/true);
+  EXPECT_EQ(throttle.ReserveRemote(LinkDirection::kHostToDevice, 4096, 0), 4096);
+  EXPECT_EQ(throttle.ReserveRemote(LinkDirection::kDeviceToHost, 4096, 0), 8192);
+}
+
 TEST(PcieThrottleTest, DisabledBooksNothing) {
   PcieThrottle throttle(LinkConfig{1e9, 1e9, 0}, /*dilation=*/1, /*enabled=*/false);
   EXPECT_EQ(throttle.Reserve(LinkDirection::kHostToDevice, k2MiB, 5), 5);

@@ -22,7 +22,8 @@ void UvmDriverBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   if (!spans.empty()) calls_.Discard(std::move(spans));
 }
 
-void UvmDriverBackend::MapRemote(BlockNumber block, const PageMask& pages) {
+void UvmDriverBackend::MapRemote(BlockNumber block, const PageMask& pages,
+                                 const PageMask& /*fresh: the replay kernel reads no data*/) {
   remote_pages_ += pages.count();
   std::vector<DriverCalls::Span> spans = Spans(block, pages);
   if (!spans.empty()) calls_.MapRemote(std::move(spans));

@@ -34,7 +34,7 @@ class UvmDriverBackend : public Backend {
   // Remote mapping through the driver's advice: PreferredLocation=host and
   // AccessedBy=GPU, so the GPU maps the pages where they are.
   bool MapsRemotely() const override { return true; }
-  void MapRemote(BlockNumber block, const PageMask& pages) override;
+  void MapRemote(BlockNumber block, const PageMask& pages, const PageMask& fresh) override;
   void UnmapRemote(BlockNumber block, const PageMask& pages) override;
 
  protected:

@@ -70,4 +70,15 @@ Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now,
   return busy;
 }
 
+Nanos PcieThrottle::ReserveRemote(LinkDirection direction, uint64_t bytes, Nanos now) {
+  if (!enabled_ || bytes == 0) return now;
+  // Remote accesses never touch storage; on the sim they keep their rate
+  // whatever the drive does (PcieLink::StartNext).
+  const int lane = link_.LaneOf(direction, /*via_storage=*/false);
+  absl::MutexLock lock(&mu_);
+  Nanos& busy = busy_until_[lane];
+  busy = std::max(busy, now) + Dilate(link_.RemoteDuration(direction, bytes));
+  return busy;
+}
+
 }  // namespace umlab

@@ -11,7 +11,8 @@
 // back to back from where the previous booking ended, not from when its
 // owner woke up, so oversleeping one transfer does not slow the link down:
 // over a stream of transfers the achieved bandwidth is the configured one.
-// Durations come from PcieLink::Duration, the same formula the sim uses.
+// Durations come from PcieLink::Duration (RemoteDuration for remote
+// accesses), the same formulas the sim uses.
 // Thread-safe.
 #ifndef UMLAB_BACKENDS_EMU_PCIE_THROTTLE_H_
 #define UMLAB_BACKENDS_EMU_PCIE_THROTTLE_H_
@@ -46,6 +47,12 @@ class PcieThrottle {
   // lane, and a host booking that starts while it runs gets what the drive
   // leaves of the link, as PcieLink models it.
   Nanos Reserve(LinkDirection direction, uint64_t bytes, Nanos now, bool via_storage = false);
+  // Books an SM's own loads (host to device) or stores (device to host)
+  // through a remote mapping: `bytes` on the `direction` lane, beside the
+  // migrations, at the link's remote rate (PcieLink::RemoteDuration, as the
+  // sim's LinkTransfer::remote). Returns the wall time at which they have
+  // crossed; the accessor's round trip (remote_latency_ns) is not included.
+  Nanos ReserveRemote(LinkDirection direction, uint64_t bytes, Nanos now);
 
   // A modelled duration in wall time: `modelled` x dilation, 0 when off.
   Nanos Dilate(Nanos modelled) const;

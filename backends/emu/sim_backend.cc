@@ -95,12 +95,9 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
       ranges_.clear();
       for (const Event& access : assembler.accesses()) {
         if (access.size == 0) continue;
-        const uint64_t end = access.address + access.size;
-        ranges_.push_back(AccessRange{
-            PageOfAddress(access.address), PagesSpanned(access.address, access.size),
-            access.access != AccessType::kRead,
-            static_cast<uint32_t>(access.address % kPageSize),
-            static_cast<uint32_t>((end - 1) % kPageSize + 1), access.rereads});
+        ranges_.push_back(
+            AccessRange{AccessSpan::Of(access.address, access.size, access.rereads),
+                        access.access != AccessType::kRead});
       }
       const Event& begin = assembler.kernel_begin();
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
@@ -510,7 +507,8 @@ void SimBackend::WakeRemoteAccessors(const std::vector<TransferId>& completed) {
   ready_.PushWoken(remote_woken_);
 }
 
-void SimBackend::MapRemote(BlockNumber block, const PageMask& pages) {
+void SimBackend::MapRemote(BlockNumber block, const PageMask& pages,
+                           const PageMask& /*fresh*/) {
   if (absl::Status mapped = device_memory_.MapRemote(block, pages); !mapped.ok() && error_.ok()) {
     error_ = mapped;
   }

@@ -50,6 +50,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/event_sink.h"
@@ -136,7 +137,8 @@ class SimBackend final : public Backend {
   bool MapsRemotely() const override {
     return !options_.g10_faults() && !options_.policy_from_user;
   }
-  void MapRemote(BlockNumber block, const PageMask& pages) override;
+  // The sim holds no data: `fresh` pages need nothing.
+  void MapRemote(BlockNumber block, const PageMask& pages, const PageMask& fresh) override;
   void UnmapRemote(BlockNumber block, const PageMask& pages) override;
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
   Nanos Now() const override { return clock_.now(); }
@@ -149,23 +151,9 @@ class SimBackend final : public Backend {
   using Picos = int64_t;
   static constexpr Picos kPicosPerNano = 1000;
 
-  struct AccessRange {
-    PageNumber first_page;
-    uint64_t pages;
+  // An access's pages, and the bytes a remote access moves of each.
+  struct AccessRange : AccessSpan {
     bool write;
-    // Bytes of the first page before the access starts, and bytes of the
-    // last page it covers: what a remote access moves of those pages.
-    uint32_t head_skip;
-    uint32_t tail_bytes;
-    uint32_t rereads;  // further passes over the range (Event::rereads)
-    // Bytes the access moves of its pages [offset, offset + count) from
-    // memory, every pass counted.
-    uint64_t BytesOf(uint64_t offset, uint64_t count) const {
-      uint64_t bytes = count * kPageSize;
-      if (offset == 0) bytes -= head_skip;
-      if (offset + count == pages) bytes -= kPageSize - tail_bytes;
-      return bytes * (uint64_t{rereads} + 1);
-    }
   };
   // Where an issuer is in the kernel's pages: ranges_[range] at `offset`,
   // with `left` pages of its share to go. Ordered access shares cursor 0.

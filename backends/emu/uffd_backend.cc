@@ -64,6 +64,9 @@ struct UffdBackend::SlotBits {
   std::atomic<uint64_t> mapped[kMaskWords];
   std::atomic<uint64_t> accessed[kMaskWords];
   std::atomic<uint64_t> dirty[kMaskWords];
+  // Mapped remotely: the device range shows the host copy there. Changed
+  // under map_mu_ (and mu_), read by the SMs without a lock.
+  std::atomic<uint64_t> remote[kMaskWords];
   // Under map_mu_: the slot holds device memory (a frame's page cache), and
   // how many transfers of its block are submitted and not landed. The frame
   // is released once nothing is mapped and nothing is in flight.
@@ -114,6 +117,7 @@ UffdBackend::UffdBackend(const DeviceConfig& device, uint64_t capacity_frames,
     : capacity_frames_(capacity_frames),
       options_(options),
       throttle_(device.link, options.dilation, options.throttle),
+      remote_latency_(throttle_.Dilate(device.link.remote_latency_ns)),
       verifier_(options.verify),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
       gather_window_(throttle_.Dilate(device.fault_latency_ns)) {}
@@ -223,6 +227,8 @@ absl::Status UffdBackend::Run(EventSource& program, Engine& engine, EventSink* r
   for (int i = 0; i < options_.sms; ++i) {
     stall += sms_[i].stall_ns;
     accesses += sms_[i].accesses;
+    stats.remote_read_bytes += sms_[i].remote_read_bytes;
+    stats.remote_write_bytes += sms_[i].remote_write_bytes;
   }
   stats.stall_ns = throttle_.Modelled(stall / std::max(1, options_.sms));
   stats.page_accesses = accesses;
@@ -295,7 +301,9 @@ absl::Status UffdBackend::WatchdogError(const Watch& watch) {
                                                              : "not resident";
     absl::StrAppendFormat(&named, "%s%#x (engine: %s; device: %s)", i == 0 ? "" : ", ",
                           (FirstPageOfBlock(block) + index) * kPageSize, engine_says,
-                          TestBit(bits_[slot].mapped, index) ? "mapped" : "unmapped");
+                          TestBit(bits_[slot].mapped, index)   ? "mapped"
+                          : TestBit(bits_[slot].remote, index) ? "mapped remotely"
+                                                               : "unmapped");
   }
   const uint64_t faults = received_ - watch.faults;
   return absl::DeadlineExceededError(absl::StrFormat(
@@ -327,8 +335,8 @@ absl::Status UffdBackend::Execute(EventSource& program) {
       for (const Event& access : assembler.accesses()) {
         if (access.size == 0) continue;
         KernelRange range;
-        range.first_page = PageOfAddress(access.address);
-        range.pages = PagesSpanned(access.address, access.size);
+        static_cast<AccessSpan&>(range) =
+            AccessSpan::Of(access.address, access.size, access.rereads);
         range.start = total_accesses_;
         range.write = access.access != AccessType::kRead;
         total_accesses_ += range.pages;
@@ -552,16 +560,22 @@ void UffdBackend::RunShare(int index) {
     const KernelRange& range = ranges_[range_index];
     const PageNumber page = range.first_page + (i - range.start);
     const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
-    const bool waited = Access(sm, slot, page, range.write);
+    const AccessOutcome outcome = Access(sm, slot, page, range.write);
     // Each access is followed by its compute step. A replay resumes every
     // SM it wakes at one instant, the replay's, as the sim's replay does:
-    // a woken SM's next access is due one step after it, however late the
-    // thread itself got the core.
-    deadline += per_access;
-    if (waited) deadline = std::max(deadline, last_wake_.load() + per_access);
+    // a woken SM's access happens then, and its next is due one step
+    // after it, however late the thread itself got the core.
+    const Nanos instant = outcome.waited ? std::max(deadline, last_wake_.load()) : deadline;
+    deadline = instant + per_access;
+    if (outcome.remote) {
+      // As on the sim, the SM goes on once its bytes are there or its
+      // compute step is done, whichever is later.
+      deadline = std::max(deadline, AccessRemotely(sm, range.BytesOf(i - range.start, 1),
+                                                   range.write, instant));
+    }
     const Nanos now = MonotonicNanos();
     // (Not a woken SM: all SMs of a replay must keep its one instant.)
-    if (!waited && now > deadline + kPacingCatchUpNanos) deadline = now;
+    if (!outcome.waited && now > deadline + kPacingCatchUpNanos) deadline = now;
     PublishDue(sm, deadline);
     if (deadline - now > 20000) SleepPacing(deadline);
   }
@@ -581,22 +595,57 @@ void UffdBackend::PublishDue(SmState& sm, Nanos next) {
   }
 }
 
-bool UffdBackend::Access(SmState& sm, uint64_t slot, PageNumber page, bool write) {
+UffdBackend::AccessOutcome UffdBackend::Access(SmState& sm, uint64_t slot, PageNumber page,
+                                               bool write) {
   const int index = PageIndexInBlock(page);
+  const uint64_t device_page = slot * kPagesPerBlock + index;
   SlotBits& bits = bits_[slot];
   auto* words = reinterpret_cast<uint64_t*>(device_->DevicePage(slot, index));
-  const bool mapped = TestBit(bits.mapped, index);
-  const Nanos t0 = mapped ? 0 : MonotonicNanos();
+  EnterPage(sm, slot, device_page);
+  AccessOutcome outcome;
+  outcome.waited = !TestBit(bits.mapped, index) && !TestBit(bits.remote, index);
+  const Nanos t0 = outcome.waited ? MonotonicNanos() : 0;
   if (write) {
     verifier_.WritePage(words, page * kPageSize, kernel_seq_);
   } else {
-    verifier_.ReadPage(words, page * kPageSize, slot * kPagesPerBlock + index, kernel_seq_);
+    verifier_.ReadPage(words, page * kPageSize, device_page, kernel_seq_);
   }
-  SetBit(bits.accessed, index);
+  // Which memory the touch reached: the host copy if the page is mapped
+  // remotely now, also when its fault was answered with the mapping. No
+  // remote mapping of the page changed since the touch, as they wait for
+  // SMs touching it (MapRemote, UnmapRemote).
+  outcome.remote = TestBit(bits.remote, index);
+  sm.touching.store(SmState::kNotTouching);
+  if (!outcome.remote) SetBit(bits.accessed, index);  // a remote page has no device frame
   ++sm.accesses;
-  if (!mapped) sm.stall_ns += MonotonicNanos() - t0;
+  if (outcome.waited) sm.stall_ns += MonotonicNanos() - t0;
   progress_.fetch_add(1, std::memory_order_relaxed);
-  return !mapped;
+  return outcome;
+}
+
+Nanos UffdBackend::AccessRemotely(SmState& sm, uint64_t bytes, bool write, Nanos instant) {
+  (write ? sm.remote_write_bytes : sm.remote_read_bytes) += bytes;
+  // Loads cross host to device, stores device to host, on the lanes the
+  // migrations use, each from the access's modelled instant.
+  const Nanos crossed = throttle_.ReserveRemote(
+      write ? LinkDirection::kDeviceToHost : LinkDirection::kHostToDevice, bytes, instant);
+  return crossed + remote_latency_;
+}
+
+void UffdBackend::EnterPage(SmState& sm, uint64_t slot, uint64_t device_page) {
+  // Announce first, then look (both sequentially consistent), against a
+  // change of the slot's remote mappings, which marks the slot first, then
+  // looks at the SMs: either it sees this SM touching, or this SM sees the
+  // slot marked and keeps off until the change is done.
+  for (;;) {
+    sm.touching.store(device_page);
+    if (remapping_slot_.load() != slot) return;
+    sm.touching.store(SmState::kNotTouching);
+    while (remapping_slot_.load() == slot) {
+      if (abort_.load(std::memory_order_relaxed)) return;  // the run is over: just go on
+      sched_yield();
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -991,16 +1040,18 @@ void UffdBackend::ApplyReplay(ReplayPolicy policy, BlockNumber block, Nanos inst
 // ---------------------------------------------------------------------------
 // Data movement and the page table.
 
-void UffdBackend::Migrate(const Transfer& transfer) {
-  if (uint64_t slot; !FindSlot(transfer.block, slot)) {
-    // A policy prefetched a block the program has not declared yet.
-    if (absl::Status s = EnsureSlots(transfer.block, transfer.block + 1); !s.ok()) {
-      Fail(s);
-      return;
-    }
+bool UffdBackend::SlotOrFail(BlockNumber block, uint64_t& slot) {
+  if (FindSlot(block, slot)) return true;
+  if (absl::Status s = EnsureSlots(block, block + 1); !s.ok()) {
+    Fail(s);
+    return false;
   }
+  return FindSlot(block, slot);
+}
+
+void UffdBackend::Migrate(const Transfer& transfer) {
   uint64_t slot = 0;
-  FindSlot(transfer.block, slot);
+  if (!SlotOrFail(transfer.block, slot)) return;
   {
     absl::MutexLock lock(&map_mu_);
     ++bits_[slot].in_flight;
@@ -1078,6 +1129,98 @@ void UffdBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   ClearMask(bits_[slot].dirty, pages);
   ClearMask(bits_[slot].accessed, pages);
   MaybeReleaseLocked(slot);
+}
+
+// A remote mapping changes the device range under SMs that may be touching
+// those very pages. Both directions keep the SMs off the slot while they run
+// (remapping_slot_, EnterPage) and first wait for the SMs already in an
+// access to its pages (SmState::touching, kept until the SM has read the
+// page's remote bit again after its touch, so that it knows which memory it
+// reached):
+//   - MapRemote: the pages are not on the device, so such an SM faults on
+//     them; once its fault is received it sleeps in the kernel until the
+//     replay, after which its retry takes the new mapping (an answered
+//     fault, as on the sim). Those are not waited for; the others finish.
+//   - UnmapRemote: the old mapping may not be touched at all while device
+//     memory replaces it (UffdDevice::UnmapHostCopy). SMs asleep in a fault
+//     on these pages since before they were mapped are woken first, and
+//     take the host copy, as their replay would have let them; then every
+//     SM in an access to them is waited for. (Whether an SM is asleep is not
+//     known for sure: a fault message is handled a moment after it is
+//     read, and a replay may wake its SM in between.)
+void UffdBackend::MapRemote(BlockNumber block, const PageMask& pages, const PageMask& fresh) {
+  uint64_t slot = 0;
+  if (!SlotOrFail(block, slot)) return;
+  remapping_slot_.store(slot);
+  AwaitAccessorsOf(slot, pages, /*asleep_in_fault=*/true);
+  {
+    absl::MutexLock lock(&map_mu_);
+    OrMask(bits_[slot].remote, pages);
+    if (absl::Status s = device_->MapHostCopy(slot, pages, fresh); !s.ok()) Fail(s);
+  }
+  remapping_slot_.store(kNoSlot);
+}
+
+void UffdBackend::UnmapRemote(BlockNumber block, const PageMask& pages) {
+  uint64_t slot = 0;
+  if (!FindSlot(block, slot)) return;
+  const PageMask remote = Load(bits_[slot].remote) & pages;
+  if (remote.none()) return;
+  remapping_slot_.store(slot);
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    for (int i = 0; i < options_.sms; ++i) {
+      const uint64_t page = sms_[i].stalled_on.load();
+      if (page / kPagesPerBlock == slot && remote.test(page % kPagesPerBlock)) {
+        sms_[i].stalled_on.store(SmState::kNotStalled);
+      }
+    }
+    // Their faults are answered: no replay need wake them again.
+    for (auto it = stalled_.begin(); it != stalled_.end();) {
+      const bool answered =
+          it->first / kPagesPerBlock == slot && remote.test(it->first % kPagesPerBlock);
+      if (answered) {
+        stalled_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  ForEachPageRun(remote, [&](int first, int count) {
+    if (absl::Status s = device_->Wake((slot * kPagesPerBlock + first) * kPageSize,
+                                       count * kPageSize);
+        !s.ok()) {
+      Fail(s);
+    }
+  });
+  AwaitAccessorsOf(slot, remote, /*asleep_in_fault=*/false);
+  {
+    absl::MutexLock lock(&map_mu_);
+    if (absl::Status s = device_->UnmapHostCopy(slot, remote); !s.ok()) Fail(s);
+    ClearMask(bits_[slot].remote, remote);
+  }
+  remapping_slot_.store(kNoSlot);
+}
+
+void UffdBackend::AwaitAccessorsOf(uint64_t slot, const PageMask& pages, bool asleep_in_fault) {
+  auto in_the_way = [&] {
+    for (int i = 0; i < options_.sms; ++i) {
+      const uint64_t page = sms_[i].touching.load();
+      if (page == SmState::kNotTouching || page / kPagesPerBlock != slot ||
+          !pages.test(page % kPagesPerBlock)) {
+        continue;
+      }
+      if (asleep_in_fault && sms_[i].stalled_on.load() == page) continue;
+      return true;
+    }
+    return false;
+  };
+  while (in_the_way() && !abort_.load(std::memory_order_relaxed)) {
+    // An SM that faulted waits to be received: receive it here, rather
+    // than wait for the reader thread to wake up.
+    device_->ReceivePending();
+    sched_yield();
+  }
 }
 
 void UffdBackend::MaybeReleaseLocked(uint64_t slot) {
@@ -1201,11 +1344,23 @@ absl::Status UffdBackend::CheckConsistency(const Engine& engine) const {
   uint64_t frames = 0;
   for (const BlockState& block : engine.memory_state().blocks()) {
     uint64_t slot = 0;
-    const PageMask mapped = FindSlot(block.number, slot) ? Load(bits_[slot].mapped) : PageMask();
+    const bool has_slot = FindSlot(block.number, slot);
+    const PageMask mapped = has_slot ? Load(bits_[slot].mapped) : PageMask();
+    const PageMask remote = has_slot ? Load(bits_[slot].remote) : PageMask();
     if (mapped != block.resident) {
       return absl::InternalError(absl::StrFormat(
           "block %#x: the device maps %d pages but the engine records %d resident",
           block.number * kBlockSize, mapped.count(), block.resident.count()));
+    }
+    if (remote != block.remote) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x: the device maps %d pages remotely but the engine records %d",
+          block.number * kBlockSize, remote.count(), block.remote.count()));
+    }
+    if ((remote & mapped).any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x: %d pages are mapped both on the device and remotely",
+          block.number * kBlockSize, (remote & mapped).count()));
     }
     if (mapped.any()) ++frames;
   }

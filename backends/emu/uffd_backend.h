@@ -28,6 +28,17 @@
 //     rather than waking the service thread for it.
 // The engine is called only under one lock (mu_).
 //
+// Remote mappings (MapRemote): the host copy itself is mapped into the
+// device range over the pages (UffdDevice::MapHostCopy), so an SM's touch
+// reads and writes host memory, with no fault and no frame; the SM charges
+// the bytes its program access touches to the throttle at the remote rate
+// and waits for them, as the sim's SM does. Taking the mapping down puts
+// device memory back (UnmapHostCopy). Both change the page table under SMs
+// that may be touching those very pages, so each SM announces the page it
+// is touching (SmState::touching), and a remote mapping changes only once
+// no SM is touching its pages, save those asleep in a fault (see
+// MapRemote and UnmapRemote in the .cc).
+//
 // Modelled times (link, fault-handling latency, kernel compute) are
 // stretched by `dilation`; `throttle=false` drops them all. The backend's
 // clock (Now(), hence the engine's timestamps and the run's time_ns and
@@ -50,6 +61,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/emu/uffd_transfers.h"
 #include "backends/emu/uffd_verifier.h"
+#include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
 #include "emu/device_presets.h"
@@ -126,6 +138,11 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   void Invalidate(BlockNumber block, const PageMask& pages) override;
   PageUse QueryUse(BlockNumber block) const override;
   void Replay(ReplayPolicy policy, BlockNumber block, Nanos not_before) override;
+  // Not with huge frames: their hugetlb mapping splits at 2 MiB only, and
+  // the engine maps pages one by one (a fault answered by a mapping).
+  bool MapsRemotely() const override { return !options_.huge_pages; }
+  void MapRemote(BlockNumber block, const PageMask& pages, const PageMask& fresh) override;
+  void UnmapRemote(BlockNumber block, const PageMask& pages) override;
   // Modelled time since the run started (see the top of this file).
   Nanos Now() const override { return throttle_.Modelled(MonotonicNanos() - start_ns_); }
   // The fetched batch's instant (BatchGathered), at most Now().
@@ -141,11 +158,9 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
 
  private:
   struct SlotBits;
-  struct KernelRange {
-    PageNumber first_page;
-    uint64_t pages;
-    uint64_t start;  // index of its first access in the kernel
-    bool write;
+  struct KernelRange : AccessSpan {
+    uint64_t start = 0;  // index of its first access in the kernel
+    bool write = false;
     std::vector<uint64_t> slots;  // per block spanned, from the first
   };
   struct alignas(64) SmState {
@@ -161,6 +176,20 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
     // by the replay that wakes it, both under inbox_mu_.
     static constexpr uint64_t kNotStalled = UINT64_MAX;
     std::atomic<uint64_t> stalled_on{kNotStalled};
+    // The device page the SM is in an access to (kNotTouching otherwise),
+    // from before it looks at the page's bits until after it has looked
+    // again once the access is done: what a change of a remote mapping
+    // waits for (see the .cc).
+    static constexpr uint64_t kNotTouching = UINT64_MAX;
+    std::atomic<uint64_t> touching{kNotTouching};
+    // Bytes read and written through remote mappings.
+    uint64_t remote_read_bytes = 0;
+    uint64_t remote_write_bytes = 0;
+  };
+  // What one access did.
+  struct AccessOutcome {
+    bool waited = false;  // the page was neither mapped nor remote: it faulted
+    bool remote = false;  // it went through a remote mapping, to the host copy
   };
   struct TimedReplay {
     Nanos due;  // MonotonicNanos
@@ -194,15 +223,28 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // Slots.
   absl::Status EnsureSlots(BlockNumber first, BlockNumber end);
   bool FindSlot(BlockNumber block, uint64_t& slot) const;
+  // The block's slot, given out now if it has none (a policy moves a block
+  // the program has not declared yet); false when that failed the run.
+  bool SlotOrFail(BlockNumber block, uint64_t& slot);
   template <typename Fn>
   void ForWholePages(uint64_t address, uint64_t size, Fn fn);
 
   // Threads.
   void SmLoop(int index);
   void RunShare(int index);
-  // Returns whether the page was unmapped when the access began (it
-  // faulted, unless a mapping landed just then).
-  bool Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
+  AccessOutcome Access(SmState& sm, uint64_t slot, PageNumber page, bool write);
+  // The SM's access at modelled instant `instant` (MonotonicNanos) went to
+  // the host copy: books its `bytes` on the throttle at the remote rate.
+  // Returns when the SM has them, round trip included.
+  Nanos AccessRemotely(SmState& sm, uint64_t bytes, bool write, Nanos instant);
+  // Marks the SM as touching `device_page`, after any change of its slot's
+  // remote mappings is over.
+  void EnterPage(SmState& sm, uint64_t slot, uint64_t device_page);
+  // Waits until no SM touches `pages` of the slot, except, if
+  // `asleep_in_fault`, SMs whose fault on the page they touch has been
+  // received (they sleep in the kernel until a replay). Receives fault
+  // messages meanwhile. Gives up once the run aborts.
+  void AwaitAccessorsOf(uint64_t slot, const PageMask& pages, bool asleep_in_fault);
   void OnFault(const UffdFault& fault);
   // A miss on a page whose mapped bit is set: maps it again if the kernel
   // dropped its entry (see the .cc).
@@ -260,6 +302,9 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   UffdOptions options_;
   std::unique_ptr<UffdDevice> device_;
   PcieThrottle throttle_;
+  // What an SM waits beyond its remote bytes' time on the link (dilated
+  // LinkConfig::remote_latency_ns).
+  Nanos remote_latency_;
   UffdVerifier verifier_;
   std::unique_ptr<SlotBits[]> bits_;
   // Written by EnsureSlots, read by the reader thread in OnFault. A fault on
@@ -286,6 +331,11 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   // can happen in the model; 0 otherwise.
   Nanos delivering_landed_at_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::flat_hash_map<BlockNumber, PageMask> queried_dirty_;  // under mu_
+
+  // The slot whose remote mappings are being changed (kNoSlot: none): SMs
+  // wait before touching any of its pages. Written under mu_ only.
+  static constexpr uint64_t kNoSlot = UINT64_MAX;
+  std::atomic<uint64_t> remapping_slot_{kNoSlot};
 
   // Device page-table changes, and the dirty bits they race with.
   mutable absl::Mutex map_mu_;

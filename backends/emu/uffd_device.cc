@@ -186,9 +186,13 @@ absl::Status UffdDevice::Init() {
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
   }
+  return Register(device_, bytes);
+}
+
+absl::Status UffdDevice::Register(char* start, uint64_t length) {
   uffdio_register reg{};
-  reg.range.start = reinterpret_cast<uint64_t>(device_);
-  reg.range.len = bytes;
+  reg.range.start = reinterpret_cast<uint64_t>(start);
+  reg.range.len = length;
   // MISSING as well as MINOR: a page of a frame that holds no memory (never
   // migrated, or released) has no page in the page cache, and a touch must
   // fault rather than let the kernel fill it with zeroes.
@@ -465,6 +469,89 @@ absl::Status UffdDevice::Unmap(uint64_t slot, const PageMask& pages) {
     if (madvise(DevicePage(slot, first), count * kPageSize, MADV_DONTNEED) != 0 &&
         status.ok()) {
       status = ErrnoStatus("MADV_DONTNEED");
+    }
+  });
+  return status;
+}
+
+namespace {
+
+// mmap failing here is mostly the process's mapping count: every run of
+// remotely mapped pages is a mapping of its own (vm.max_map_count).
+absl::Status RemapError(absl::string_view what, uint64_t slot, int first, int count) {
+  const int error = errno;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "uffd device: %s of slot %d pages %d+%d: %s%s", what, slot, first, count,
+      ErrnoText(error),
+      error == ENOMEM ? " (each run of remotely mapped pages is a mapping of its own: raise "
+                        "vm.max_map_count)"
+                      : ""));
+}
+
+// mmap(MAP_FIXED | MAP_SHARED) of `fd` at `offset` over [at, at + length),
+// through the system call itself rather than libc's mmap, which the
+// sanitizers intercept: ThreadSanitizer takes a new mapping for a write, by
+// the calling thread, of every byte in it, and these replace part of the
+// device range under the SMs, whose next touches of it are ordered after the
+// change by the kernel (a fault's wake) or by the backend's handshake, both
+// invisible to it. Every SM access then read as a race with the remap.
+bool MapFixed(char* at, uint64_t length, int prot, int fd, uint64_t offset) {
+  return syscall(SYS_mmap, at, length, prot, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd,
+                 offset) != -1;
+}
+
+}  // namespace
+
+absl::Status UffdDevice::MapHostCopy(uint64_t slot, const PageMask& pages, const PageMask& zero) {
+  if (options_.huge_pages) {
+    return absl::InvalidArgumentError(
+        "uffd device: huge frames cannot map host pages in place (a hugetlb mapping splits at "
+        "2 MiB only)");
+  }
+  const uint64_t base = slot * kBlockSize;
+  ForEachPageRun(zero & pages, [&](int first, int count) {
+    std::memset(host_ + base + first * kPageSize, 0, count * kPageSize);
+  });
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (!status.ok()) return;
+    const uint64_t offset = base + first * kPageSize;
+    // The same offset in the host memfd as in device memory: adjacent runs
+    // of one block (mapped a fault at a time) merge into one mapping.
+    if (!MapFixed(DevicePage(slot, first), count * kPageSize, PROT_READ | PROT_WRITE, host_fd_,
+                  offset)) {
+      status = RemapError("mapping the host copy", slot, first, count);
+      // A failed MAP_FIXED may have unmapped the range: put device memory
+      // back, so that a touch faults instead of killing the process.
+      (void)UnmapHostCopy(slot, PageRangeMask(first, count));
+    }
+  });
+  return status;
+}
+
+absl::Status UffdDevice::UnmapHostCopy(uint64_t slot, const PageMask& pages) {
+  absl::Status status;
+  ForEachPageRun(pages, [&](int first, int count) {
+    if (!status.ok()) return;
+    char* start = DevicePage(slot, first);
+    const uint64_t length = count * kPageSize;
+    // The new mapping is a new VMA, outside the range's registration until
+    // UFFDIO_REGISTER: a touch in between would be an ordinary shared-memory
+    // fault, mapping whatever the page cache holds (or a fresh zero page)
+    // with no fault message and no engine. The backend keeps every accessor
+    // away meanwhile; PROT_NONE until then turns a slip into a crash, never
+    // into wrong data.
+    if (!MapFixed(start, length, PROT_NONE, device_fd_, slot * kBlockSize + first * kPageSize)) {
+      status = RemapError("mapping device memory back", slot, first, count);
+      return;
+    }
+    // Released (teardown): the range is ordinary memory already.
+    if (uffd_ >= 0) status = Register(start, length);
+    // Same protection as its neighbours: the kernel merges it back into the
+    // range's one mapping. Also when the registration failed: the run
+    // fails with its error then, rather than SMs with SIGSEGV.
+    if (mprotect(start, length, PROT_READ | PROT_WRITE) != 0 && status.ok()) {
+      status = RemapError("mprotect", slot, first, count);
     }
   });
   return status;

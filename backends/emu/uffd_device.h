@@ -161,6 +161,22 @@ class UffdDevice {
   absl::Status Unmap(uint64_t slot, const PageMask& pages);
   // Lets the stalled accessors of [offset, offset + length) retry.
   absl::Status Wake(uint64_t offset, uint64_t length);
+
+  // --- Remote mappings (the device reaching host memory) ---
+  // Puts the host copy of `pages` (none of them mapped) in the device range
+  // in place of device memory: mmap(MAP_FIXED | MAP_SHARED) of the host
+  // memfd over those pages. Touching them then reads and writes the host
+  // copy itself, with no fault (the new mapping is not registered with
+  // userfaultfd) and no device memory. `zero` pages (of `pages`) have their
+  // host copy zeroed first. Not with huge frames: a hugetlb mapping splits
+  // at 2 MiB only.
+  absl::Status MapHostCopy(uint64_t slot, const PageMask& pages, const PageMask& zero);
+  // Puts device memory back under `pages` (which MapHostCopy mapped),
+  // registered with userfaultfd again (a new mapping is a new VMA, which
+  // the range's registration does not cover) and with nothing mapped: the
+  // next touch faults. The host copy keeps every byte written meanwhile.
+  // Nothing may touch the pages while this runs (see the .cc).
+  absl::Status UnmapHostCopy(uint64_t slot, const PageMask& pages);
   // Lifts write protection on one mapped page (with huge frames: on its
   // whole frame) and wakes its writers.
   absl::Status AllowWrite(uint64_t offset);
@@ -198,6 +214,8 @@ class UffdDevice {
       absl::FunctionRef<absl::Status(uint64_t offset, uint64_t length)> step);
   // Whole-block check for the huge-frame page table.
   absl::Status RequireWholeBlock(const PageMask& pages, const char* what) const;
+  // UFFDIO_REGISTER of part of the device range, in every mode it uses.
+  absl::Status Register(char* start, uint64_t length);
   void ReaderLoop();
   // One read() of up to 64 messages, each passed to handler_. Returns the
   // number of messages, or -errno (-EAGAIN: none queued).

@@ -19,6 +19,14 @@ namespace umlab {
 // The builder.
 // ---------------------------------------------------------------------------
 
+KernelAccess GemmWeightRead(int weight, uint64_t rows) {
+  constexpr uint64_t kRowsPerTile = 256;
+  const uint64_t passes = std::max<uint64_t>(1, (rows + kRowsPerTile - 1) / kRowsPerTile);
+  KernelAccess read{weight, AccessType::kRead};
+  read.rereads = static_cast<uint32_t>(std::min<uint64_t>(passes - 1, UINT32_MAX));
+  return read;
+}
+
 int TensorProgramBuilder::Tensor(std::string name, uint64_t bytes, TensorRole role) {
   program_.tensors.push_back(TensorSpec{std::move(name), bytes, role});
   return static_cast<int>(program_.tensors.size()) - 1;

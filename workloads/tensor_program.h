@@ -74,6 +74,14 @@ struct KernelAccess {
   uint32_t rereads = 0; // further passes over the range (Event::rereads)
 };
 
+// A GEMM's read of its weight, with the passes a tiled GEMM makes over it:
+// one per 256 rows of the other operand (`rows`: its M). Measured with
+// cuBLAS's half GEMMs on an H100 with the weight in host memory
+// (umlab_remote_probe, docs/devices.md "Remote access"): 16.3 and 65 passes
+// at 4096 and 16384 rows of a 768 x 3072 weight, 16.1 at 4096 rows of a
+// 4096 x 4096 one.
+KernelAccess GemmWeightRead(int weight, uint64_t rows);
+
 struct KernelSpec {
   std::string name;  // encodes layer and shapes, so it identifies the launch
   Nanos duration_ns = 0;

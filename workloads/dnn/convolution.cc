@@ -87,7 +87,7 @@ int TrainingGraph::Conv2d(const ConvLayer& layer, int x, ImageShape in, ImageSha
         const int gy_nhwc = NhwcCopy(name + "_dgrad_nchw_to_nhwc_" + shape, gy);
         const int gx_nhwc = Workspace(Name(x) + ".grad.nhwc", Bytes(x));
         Kernel(name + "_dgrad_" + shape, flops, half(),
-               {R(gy_nhwc), WeightRead(layer.weight, input_positions), W(gx_nhwc)});
+               {R(gy_nhwc), GemmWeightRead(layer.weight, input_positions), W(gx_nhwc)});
         Unref(gy_nhwc);
         const int gx = Grad(x, Bytes(x));
         Kernel(name + "_dgrad_nhwc_to_nchw_" + shape, 0, false, {R(gx_nhwc), W(gx)});

@@ -101,7 +101,7 @@ std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
     const int y =
         allocate(absl::StrCat("l", l, ".linear_out"), b * h * element, TensorRole::kActivation);
     build.Launch(layer("gemm_fwd", l, fwd_gemm_shape), gemm_flops, half,
-                 {{x, kRead}, {weights[l], kRead}, {y, kWrite}});
+                 {{x, kRead}, GemmWeightRead(weights[l], b), {y, kWrite}});
     outputs[l] =
         allocate(absl::StrCat("l", l, ".relu_out"), b * h * element, TensorRole::kActivation);
     build.Launch(layer("bias_relu_fwd", l, act_shape), 2.0 * bd * hd, false,
@@ -138,7 +138,7 @@ std::shared_ptr<const TensorProgram> BuildProgram(const MlpOptions& options,
       grad_x = allocate(absl::StrCat("l", l - 1, ".relu_out.grad"), b * h * element,
                         TensorRole::kGradient);
       build.Launch(layer("gemm_dgrad", l, fwd_gemm_shape), gemm_flops, half,
-                   {{grad_y, kRead}, {weights[l], kRead}, {grad_x, kWrite}});
+                   {{grad_y, kRead}, GemmWeightRead(weights[l], b), {grad_x, kWrite}});
     }
     weight_grads[l] =
         allocate(absl::StrCat("l", l, ".weight.grad"), h * h * element, TensorRole::kGradient);

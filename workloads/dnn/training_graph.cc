@@ -313,17 +313,9 @@ absl::Status TrainingGraph::Finish() {
 // Forward ops and their backward.
 // ---------------------------------------------------------------------------
 
-KernelAccess TrainingGraph::WeightRead(int weight, uint64_t rows) {
-  constexpr uint64_t kRowsPerTile = 256;
-  KernelAccess read = R(weight);
-  const uint64_t passes = std::max<uint64_t>(1, (rows + kRowsPerTile - 1) / kRowsPerTile);
-  read.rereads = static_cast<uint32_t>(std::min<uint64_t>(passes - 1, UINT32_MAX));
-  return read;
-}
-
 void TrainingGraph::WeightedForward(const std::string& kernel, double flops, int x, int weight,
                                     int bias, int y, uint64_t rows) {
-  std::vector<KernelAccess> accesses = {R(x), WeightRead(weight, rows)};
+  std::vector<KernelAccess> accesses = {R(x), GemmWeightRead(weight, rows)};
   if (bias >= 0) accesses.push_back(R(bias));
   accesses.push_back(W(y));
   Kernel(kernel, flops, half(), std::move(accesses));
@@ -333,7 +325,8 @@ void TrainingGraph::WeightedBackward(const std::string& prefix, const std::strin
                                      double flops, int x, int weight, int gy, uint64_t rows) {
   if (RequiresGrad(x)) {
     const int gx = Grad(x, Bytes(x));
-    Kernel(prefix + "_dgrad_" + shape, flops, half(), {R(gy), WeightRead(weight, rows), W(gx)});
+    Kernel(prefix + "_dgrad_" + shape, flops, half(),
+           {R(gy), GemmWeightRead(weight, rows), W(gx)});
     AddGrad(x, gx);
   }
   const int gw = Grad(weight, Bytes(weight));

@@ -267,7 +267,7 @@ class TrainingGraph {
   // y = x * weight (+ bias) in one kernel (Linear's addmm, Conv2d): it
   // reads x, the weight and the bias (-1: none) and writes y. `rows` is the
   // GEMM's M (x's rows; a convolution's output positions): the weight is
-  // read once per tile of them (WeightRead).
+  // read once per tile of them (GemmWeightRead).
   void WeightedForward(const std::string& kernel, double flops, int x, int weight, int bias,
                        int y, uint64_t rows);
   // That op's input and weight gradients: `prefix`_dgrad_`shape` (only when
@@ -276,12 +276,6 @@ class TrainingGraph {
   // and x.
   void WeightedBackward(const std::string& prefix, const std::string& shape, double flops,
                         int x, int weight, int gy, uint64_t rows);
-  // A GEMM's read of its weight, with the passes a tiled GEMM makes over
-  // it: one per 256 rows of the other operand. Measured with cuBLAS's half
-  // GEMMs on an H100 with the weight in host memory (umlab_remote_probe,
-  // docs/devices.md "Remote access"): 16.3 and 65 passes at 4096 and 16384
-  // rows of a 768 x 3072 weight, 16.1 at 4096 rows of a 4096 x 4096 one.
-  static KernelAccess WeightRead(int weight, uint64_t rows);
   int EagerAttention(const std::string& name, const AttentionShape& shape, int q, int k, int v);
   // Hands attention's q, k and v gradients back; with a fused projection
   // (`packed` >= 0, q, k and v its views) SplitBackward concatenates them

@@ -43,6 +43,16 @@ void LightParamsRemotePolicy::OnIterationBegin(uint64_t iteration) {
   for (const auto& [block, pages] : *current_) context().MapRemote(block, pages);
 }
 
+void LightParamsRemotePolicy::OnEvicted(BlockNumber block, const PageMask& pages) {
+  if (current_ == nullptr) return;
+  auto it = current_->find(block);
+  if (it == current_->end()) return;
+  const PageMask light = pages & it->second;
+  if (light.none()) return;
+  eviction_mappings_ += light.count();
+  context().MapRemote(block, light);
+}
+
 PageMask LightParamsRemotePolicy::MapRemotelyOnFault(BlockNumber block,
                                                      const PageMask& faulted) {
   if (current_ == nullptr) return PageMask();
@@ -56,6 +66,7 @@ PageMask LightParamsRemotePolicy::MapRemotelyOnFault(BlockNumber block,
 void LightParamsRemotePolicy::ReportStats(PolicyStats& out) const {
   out.AddCount("light_param_bytes", light_bytes_);
   out.AddCount("reread_param_bytes", heavy_bytes_);
+  out.AddCount("pages_mapped_at_evictions", eviction_mappings_);
   out.AddCount("pages_mapped_at_faults", fault_mappings_);
 }
 

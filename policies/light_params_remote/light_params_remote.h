@@ -9,10 +9,13 @@
 //   - by plan: at each iteration's start, the pages of every parameter that
 //     no kernel rereads are mapped remotely (MapRemote); they never take a
 //     frame;
-//   - per fault: a page of such a parameter that faults anyway (it was on
-//     the device when the iteration began, was then evicted, and is wanted
-//     again) is answered with a mapping rather than a copy
-//     (MapRemotelyOnFault);
+//   - per eviction: a page of such a parameter that was on the device when
+//     the iteration began is mapped as soon as it is evicted (OnEvicted),
+//     so it does not fault back in; on the cuda backend, whose driver
+//     serves faults before the engine hears of them, that is the only way
+//     such a page leaves the device for good;
+//   - per fault: one that faults anyway is answered with a mapping rather
+//     than a copy (MapRemotelyOnFault);
 //   - everything else migrates on demand, evicting the least recently
 //     migrated block, as `demand` does.
 // A parameter is a tensor the program activates with the parameter role
@@ -34,6 +37,7 @@ class LightParamsRemotePolicy final : public Policy {
   bool MapsRemotely() const override { return true; }
   absl::Status Plan(const PlanInput& input) override;
   void OnIterationBegin(uint64_t iteration) override;
+  void OnEvicted(BlockNumber block, const PageMask& pages) override;
   PageMask MapRemotelyOnFault(BlockNumber block, const PageMask& faulted) override;
   void ReportStats(PolicyStats& out) const override;
 
@@ -47,6 +51,7 @@ class LightParamsRemotePolicy final : public Policy {
   uint64_t light_bytes_ = 0;  // in the last iteration planned
   uint64_t heavy_bytes_ = 0;
   uint64_t fault_mappings_ = 0;
+  uint64_t eviction_mappings_ = 0;
 };
 
 }  // namespace umlab

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "policies/memferry/gradient_offload_planner.h"
 #include "policies/memferry/hybrid_schedule.h"
 #include "policies/memferry/memferry_planner.h"
 
@@ -422,6 +423,119 @@ TEST(MemferryPlannerTest, ExplainNamesEveryDecisionAndLayer) {
   EXPECT_THAT(text, HasSubstr("backtrack-to-dha  l1  for l2, forward 5 ns shorter"));
   EXPECT_THAT(text, HasSubstr("gfgb-backtracked  l2  load exposed 10 ns"));
   EXPECT_THAT(text, HasSubstr("GFGB l2: forward 30-35"));
+}
+
+// --- GO-MemFerry's gradient offload ---
+
+GradientCosts Gradient(std::string name, uint64_t bytes, Nanos in_device, Nanos to_host) {
+  return {std::move(name), bytes, in_device, to_host};
+}
+
+// The dynamic program, not a greedy: keeping the 4-byte layer (gain 5) uses
+// the whole reserve, the two 2-byte ones gain 6 together.
+TEST(GradientOffloadTest, KnapsackBeatsTheLargestGain) {
+  const std::vector<GradientCosts> layers = {Gradient("big", 4, 10, 15),
+                                             Gradient("a", 2, 10, 13), Gradient("b", 2, 10, 13)};
+  GradientOffloadOptions options;
+  options.reserve_factor = 0.5;  // 4 of 8 bytes
+  options.size_unit_bytes = 1;
+  const absl::StatusOr<GradientOffloadPlan> plan = PlanGradientOffload(layers, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->keep_in_device, ElementsAre(false, true, true));
+  EXPECT_EQ(plan->reserve_bytes, 4u);
+  EXPECT_EQ(plan->kept_bytes, 4u);
+  EXPECT_EQ(plan->gain, 6);
+  EXPECT_EQ(plan->backward_time, 15 + 13 + 13 - 6);
+}
+
+TEST(GradientOffloadTest, ReserveBoundsAndLayersThatGainNothing) {
+  const std::vector<GradientCosts> layers = {
+      Gradient("slow", 4, 10, 30), Gradient("faster_offloaded", 4, 10, 8),
+      Gradient("even", 4, 10, 10)};
+  GradientOffloadOptions options;
+  options.size_unit_bytes = 1;
+  options.reserve_factor = 0;
+  absl::StatusOr<GradientOffloadPlan> plan = PlanGradientOffload(layers, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->keep_in_device, ElementsAre(false, false, false));
+  EXPECT_EQ(plan->backward_time, 30 + 8 + 10);
+  // With room for everything, only the layer that gains is kept.
+  options.reserve_factor = 1;
+  plan = PlanGradientOffload(layers, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->keep_in_device, ElementsAre(true, false, false));
+  EXPECT_EQ(plan->kept_bytes, 4u);
+  EXPECT_EQ(plan->backward_time, 10 + 8 + 10);
+}
+
+TEST(GradientOffloadTest, KeptBytesNeverExceedTheReserve) {
+  // Sizes that are not whole pages, and a table too wide for 2^16 columns.
+  std::vector<GradientCosts> layers;
+  for (int i = 0; i < 12; ++i) {
+    layers.push_back(Gradient(absl::StrCat("l", i), (uint64_t{3} << 30) + 4097 * i, 100,
+                              200 + 37 * i));
+  }
+  for (int step = 0; step <= 20; ++step) {
+    GradientOffloadOptions options;
+    options.reserve_factor = step / 20.0;
+    const absl::StatusOr<GradientOffloadPlan> plan = PlanGradientOffload(layers, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_LE(plan->kept_bytes, plan->reserve_bytes) << "reserve factor " << step / 20.0;
+    EXPECT_LE(plan->reserve_bytes / plan->size_unit_bytes, kMaxCapacityUnits);
+    if (step > 0) {
+      EXPECT_GT(plan->size_unit_bytes, kPageSize);  // widened
+    }
+  }
+}
+
+TEST(GradientOffloadTest, RefusesBadOptions) {
+  const std::vector<GradientCosts> layers = {Gradient("l", 4, 10, 20)};
+  for (const double factor : {-0.1, 1.5, std::nan("")}) {
+    GradientOffloadOptions options;
+    options.reserve_factor = factor;
+    EXPECT_EQ(PlanGradientOffload(layers, options).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  GradientOffloadOptions zero_unit;
+  zero_unit.size_unit_bytes = 0;
+  EXPECT_FALSE(PlanGradientOffload(layers, zero_unit).ok());
+  EXPECT_FALSE(PlanGradientOffload({Gradient("l", 4, -1, 20)}, {}).ok());
+}
+
+// The paper's Fig. 10(b): iteration time falls as the reserve factor grows,
+// and the curve is convex. On a transformer's repeated blocks (gradients of
+// one size, gains that differ by where the block sits) the plan keeps the k
+// largest gains for a reserve of k blocks, so each step gains less than the
+// one before.
+TEST(GradientOffloadTest, BackwardTimeIsConvexInTheReserveFactor) {
+  constexpr int kBlocks = 16;  // a power of two: k / 16 is exact
+  const uint64_t block_bytes = 7 * kPageSize;
+  std::vector<GradientCosts> layers;
+  Nanos all_to_host = 0;
+  std::vector<Nanos> gains;
+  for (int i = 0; i < kBlocks; ++i) {
+    const Nanos in_device = 1000;
+    const Nanos gain = 50 + (i * 37) % 101;  // distinct, in no order
+    layers.push_back(Gradient(absl::StrCat("h", i), block_bytes, in_device, in_device + gain));
+    all_to_host += in_device + gain;
+    gains.push_back(gain);
+  }
+  std::sort(gains.rbegin(), gains.rend());
+  std::vector<Nanos> time;
+  Nanos best_gains = 0;
+  for (int k = 0; k <= kBlocks; ++k) {
+    GradientOffloadOptions options;
+    options.reserve_factor = static_cast<double>(k) / kBlocks;
+    const absl::StatusOr<GradientOffloadPlan> plan = PlanGradientOffload(layers, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    if (k > 0) best_gains += gains[static_cast<size_t>(k - 1)];
+    EXPECT_EQ(plan->backward_time, all_to_host - best_gains) << "k " << k;
+    time.push_back(plan->backward_time);
+  }
+  for (size_t k = 1; k + 1 < time.size(); ++k) {
+    EXPECT_LT(time[k], time[k - 1]) << "k " << k;
+    EXPECT_GE(time[k + 1] - time[k], time[k] - time[k - 1]) << "k " << k;  // convex
+  }
 }
 
 }  // namespace

@@ -30,16 +30,19 @@ struct SimRun {
   RunStats stats;
 };
 
+// `observer`, if given, watches the engine (kernel and transfer times).
 inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, Policy& policy,
                        const DeviceConfig& device = TestDevice(),
                        ReplayPolicy replay = ReplayPolicy::kBatch,
-                       const SimOptions& options = SimOptions{}) {
+                       const SimOptions& options = SimOptions{},
+                       EngineObserver* observer = nullptr) {
   const uint64_t frames = policy.UnlimitedCapacity() ? kUnlimitedFrames : capacity_frames;
   SimBackend backend(device, frames, options);
   EngineConfig config = EngineConfigFor(device);
   config.replay = replay;
   config.check_invariants = true;
   Engine engine(backend, policy, frames, config);
+  if (observer != nullptr) engine.AddObserver(observer);
   SimRun run;
   VectorSource plan_source = program.Source();
   run.status = PlanAhead(policy, plan_source, device, capacity_frames * kBlockSize);

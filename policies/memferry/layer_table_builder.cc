@@ -114,13 +114,21 @@ class TableBuilder {
     }
   }
 
-  // Groups the parameters by forward kernel, then numbers the groups in the
-  // order of their first forward kernel.
+  // Groups the parameters by forward kernel and by the layer name of the
+  // forward kernels that touch them (a convolution whose weight and bias
+  // two kernels read), then numbers the groups in the order of their first
+  // forward kernel.
   void FormLayers() {
     ParameterGroups groups(iteration_.tensors.size());
+    absl::flat_hash_map<std::string, uint32_t> named;  // layer name -> a parameter of it
     for (size_t k = 0; k < out_.backward_begin; ++k) {
       const std::vector<uint32_t> touched = ParametersOf(iteration_, kernels()[k]);
+      if (touched.empty()) continue;
       for (size_t i = 1; i < touched.size(); ++i) groups.Join(touched[i], touched[0]);
+      const absl::string_view prefix = LayerPrefix(Name(k));
+      if (prefix.empty()) continue;
+      const auto [it, added] = named.emplace(std::string(prefix), touched[0]);
+      if (!added) groups.Join(touched[0], it->second);
     }
     absl::flat_hash_map<uint32_t, int> layer_of_group;
     for (size_t k = 0; k < out_.backward_begin; ++k) {

@@ -11,7 +11,9 @@
 //    (the optimizer's step), or to the end.
 //  - Layers. A layer is the parameters that move together: those one
 //    forward kernel touches are one layer (a Linear's weight and bias, a
-//    LayerNorm's), transitively, so a tied weight (GPT-2's lm_head reading
+//    LayerNorm's), and so are those of forward kernels named after one
+//    layer (`<layer>.<op>`: a convolution whose bias is added by a kernel
+//    of its own), transitively, so a tied weight (GPT-2's lm_head reading
 //    the token embedding) makes its two uses one layer. Layers are in the
 //    order of their first forward kernel, which is where the model places
 //    them; a tied layer's later use counts in its own forward time.

@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -66,11 +67,32 @@ enum Kernels : uint32_t {
   kDBackward,
   kEBackward,
   kStep,
+  kGForward,
+  kGBackward,
+};
+
+// Where ThreeLayers puts things: e's table first (one block unless asked
+// for more), then d, f, the activations, the gradients, the optimizer state
+// and g, a block each.
+struct Layout {
+  int e_blocks = 1;
+  Nanos d_compute = 5 * kMs;  // d's forward and its dgrad each
+  // A fourth layer g after f, an embedding whose forward and backward read
+  // a page of its table each, and whose backward comes first.
+  bool with_g = false;
+  Nanos loss_compute = 10 * kUs;  // the loss's backward seed
+  int d() const { return e_blocks; }
+  int f() const { return e_blocks + 1; }
+  int activations() const { return e_blocks + 2; }
+  int gradients() const { return e_blocks + 3; }
+  int optimizer_state() const { return e_blocks + 4; }
+  int g() const { return e_blocks + 5; }
 };
 
 // `optimizer_step`: after the backward, a GPU step reads optimizer state
-// (block 5) and updates every weight, as the zoo's workloads do.
-ProgramBuilder ThreeLayers(int iterations, bool optimizer_step = false) {
+// and updates every weight, as the zoo's workloads do.
+ProgramBuilder ThreeLayers(int iterations, bool optimizer_step = false,
+                           const Layout& at = Layout()) {
   ProgramBuilder p;
   for (const auto& [id, name] : std::vector<std::pair<uint32_t, std::string>>{
            {kEForward, "e.embedding_fwd"},
@@ -80,40 +102,57 @@ ProgramBuilder ThreeLayers(int iterations, bool optimizer_step = false) {
            {kFBackward, "f.embedding_bwd"},
            {kDBackward, "d.gemm_dgrad"},
            {kEBackward, "e.gemm_dgrad"},
-           {kStep, "optimizer.step"}}) {
+           {kStep, "optimizer.step"},
+           {kGForward, "g.embedding_fwd"},
+           {kGBackward, "g.gemm_dgrad"}}) {
     Name(p, id, name);
   }
-  p.Alloc(0, 6);
-  for (int block = 0; block < 3; ++block) {
-    p.Activate(At(block), kBlockSize, ActivateCause(TensorRole::kParameter));
-  }
+  const uint64_t e_bytes = static_cast<uint64_t>(at.e_blocks) * kBlockSize;
+  p.Alloc(0, at.g() + 1);
+  p.Activate(At(0), e_bytes, ActivateCause(TensorRole::kParameter));
+  p.Activate(At(at.d()), kBlockSize, ActivateCause(TensorRole::kParameter));
+  p.Activate(At(at.f()), kBlockSize, ActivateCause(TensorRole::kParameter));
   if (optimizer_step) {
-    p.Activate(At(5), kBlockSize, ActivateCause(TensorRole::kOptimizerState));
+    p.Activate(At(at.optimizer_state()), kBlockSize,
+               ActivateCause(TensorRole::kOptimizerState));
   }
+  if (at.with_g) p.Activate(At(at.g()), kBlockSize, ActivateCause(TensorRole::kParameter));
   const uint64_t page = kPageSize;
+  const uint64_t act = At(at.activations());
+  const uint64_t grad = At(at.gradients());
   for (int i = 0; i < iterations; ++i) {
     p.Iteration(static_cast<uint64_t>(i));
-    p.Activate(At(3), kBlockSize, ActivateCause(TensorRole::kActivation));
-    p.Activate(At(4), kBlockSize, ActivateCause(TensorRole::kGradient));
-    p.Begin(kEForward, 10 * kUs).Access(At(0), page, false).Access(At(3), page, true);
+    p.Activate(act, kBlockSize, ActivateCause(TensorRole::kActivation));
+    p.Activate(grad, kBlockSize, ActivateCause(TensorRole::kGradient));
+    p.Begin(kEForward, 10 * kUs).Access(At(0), page, false).Access(act, page, true);
     p.End(kEForward);
-    p.Begin(kDForward, 5 * kMs).Access(At(1), kBlockSize, false).Access(At(3), page, false);
-    p.Access(At(3) + page, page, true).End(kDForward);
-    p.Begin(kFForward, 10 * kUs).Access(At(2), page, false).Access(At(3) + 2 * page, page, true);
+    p.Begin(kDForward, at.d_compute).Access(At(at.d()), kBlockSize, false);
+    p.Access(act, page, false);
+    p.Access(act + page, page, true).End(kDForward);
+    p.Begin(kFForward, 10 * kUs).Access(At(at.f()), page, false).Access(act + 2 * page, page, true);
     p.End(kFForward);
-    p.Begin(kLossSeed, 10 * kUs).Access(At(4), page, true).End(kLossSeed);
-    p.Begin(kFBackward, 10 * kUs).Access(At(4), page, false);
-    p.Access(At(4) + page, page, true).End(kFBackward);
-    p.Begin(kDBackward, 5 * kMs).Access(At(1), kBlockSize, false).Access(At(4), page, false);
-    p.Access(At(4) + 2 * page, page, true).End(kDBackward);
-    p.Begin(kEBackward, 100 * kUs).Access(At(0), kBlockSize, false).Access(At(4), page, false);
-    p.Access(At(4) + 3 * page, page, true).End(kEBackward);
-    if (optimizer_step) {
-      p.Begin(kStep, 100 * kUs).Access(At(5), kBlockSize, false);
-      for (int block = 0; block < 3; ++block) p.Access(At(block), kBlockSize, true);
-      p.End(kStep);
+    if (at.with_g) {
+      p.Begin(kGForward, 10 * kUs).Access(At(at.g()), page, false);
+      p.Access(act + 3 * page, page, true).End(kGForward);
     }
-    p.Deactivate(At(3), kBlockSize).Deactivate(At(4), kBlockSize);
+    p.Begin(kLossSeed, at.loss_compute).Access(grad, page, true).End(kLossSeed);
+    if (at.with_g) {
+      p.Begin(kGBackward, 10 * kUs).Access(At(at.g()), page, false);
+      p.Access(grad, page, false).Access(grad + 4 * page, page, true).End(kGBackward);
+    }
+    p.Begin(kFBackward, 10 * kUs).Access(grad, page, false);
+    p.Access(grad + page, page, true).End(kFBackward);
+    p.Begin(kDBackward, at.d_compute).Access(At(at.d()), kBlockSize, false);
+    p.Access(grad, page, false);
+    p.Access(grad + 2 * page, page, true).End(kDBackward);
+    p.Begin(kEBackward, 100 * kUs).Access(At(0), e_bytes, false).Access(grad, page, false);
+    p.Access(grad + 3 * page, page, true).End(kEBackward);
+    if (optimizer_step) {
+      p.Begin(kStep, 100 * kUs).Access(At(at.optimizer_state()), kBlockSize, false);
+      p.Access(At(0), e_bytes, true).Access(At(at.d()), kBlockSize, true);
+      p.Access(At(at.f()), kBlockSize, true).End(kStep);
+    }
+    p.Deactivate(act, kBlockSize).Deactivate(grad, kBlockSize);
   }
   return p;
 }
@@ -350,36 +389,99 @@ TEST(MemferryPolicyTest, EachModeMovesItsParametersAsPlanned) {
   EXPECT_EQ(std::get<uint64_t>(by_name["kernels_off_plan"]), 0u);
 }
 
-TEST(MemferryPolicyTest, ACopyThatLandsAfterItsBackwardBeginsIsCountedLate) {
-  // Planned on the program above, where e's copy has d's 5 ms forward and
-  // backward to land in, then run on one where d computes for 10 us and f's
-  // forward reads no weight (its remote page would wait behind the copy on
-  // the link, as the sim's remote accesses share the lanes with
-  // migrations): e's backward begins before its 2 ms copy is done.
+// Plans on ThreeLayers, where e's copy has d's 5 ms forward and backward to
+// land in, then runs `iterations` of one where d and the loss compute for
+// 10 us and f's
+// forward reads no weight (its remote page would wait behind the copy on the
+// link, as the sim's remote accesses share the lanes with migrations): e's
+// backward begins before its copy is done.
+struct LateRun {
+  absl::Status status;
+  RunStats stats;
+  std::map<std::string, PolicyStats::Value> policy;
+  Recorder recorder;
+  std::map<int, PageMask> resident_at_end;  // by block
+};
+
+LateRun RunWithLateCopy(int iterations, const Layout& at) {
   const DeviceConfig device = SlowRemoteDevice();
-  const ProgramBuilder planned = ThreeLayers(1);
+  const ProgramBuilder planned = ThreeLayers(iterations, false, at);
   std::unique_ptr<Policy> policy = MakeMemferry();
+  LateRun run;
   VectorSource plan_source = planned.Source();
-  ASSERT_TRUE(PlanAhead(*policy, plan_source, device, 8 * kBlockSize).ok());
-  ASSERT_EQ(AsMemferry(*policy).plan().modes[0], ExecutionMode::kDfgb);
+  run.status = PlanAhead(*policy, plan_source, device, 16 * kBlockSize);
+  if (!run.status.ok()) return run;
+  EXPECT_EQ(AsMemferry(*policy).plan().modes[0], ExecutionMode::kDfgb);
+  if (at.with_g) {
+    EXPECT_EQ(AsMemferry(*policy).plan().modes.back(), ExecutionMode::kDfgb);
+  }
   ProgramBuilder faster;
   for (Event event : planned.events()) {
     if (event.kind == EventKind::kKernelBegin &&
-        (event.exec_id == kDForward || event.exec_id == kDBackward)) {
+        (event.exec_id == kDForward || event.exec_id == kDBackward ||
+         event.exec_id == kLossSeed)) {
       event.duration_ns = 10 * kUs;
     }
-    if (event.kind == EventKind::kAccess && event.address == At(2)) continue;
+    if (event.kind == EventKind::kAccess && event.address == At(at.f())) continue;
     faster.Raw(event);
   }
-  SimBackend backend(device, 8, SimOptions{});
+  SimBackend backend(device, 16, SimOptions{});
   EngineConfig config = EngineConfigFor(device);
   config.check_invariants = true;
-  Engine engine(backend, *policy, 8, config);
+  Engine engine(backend, *policy, 16, config);
+  engine.AddObserver(&run.recorder);
   VectorSource source = faster.Source();
-  ASSERT_TRUE(backend.Run(source, engine, nullptr).ok());
-  std::map<std::string, PolicyStats::Value> by_name = StatsOf(*policy);
-  EXPECT_EQ(std::get<uint64_t>(by_name["dfgb_copies_late"]), 1u);
-  EXPECT_GT(std::get<uint64_t>(by_name["dfgb_late_bytes"]), 0u);
+  run.status = backend.Run(source, engine, nullptr);
+  if (run.status.ok()) run.status = engine.CheckInvariants();
+  run.stats = engine.stats();
+  run.policy = StatsOf(*policy);
+  for (int block = 0; block <= at.g(); ++block) {
+    if (const BlockState* state = engine.memory_state().Find(Block(block)); state != nullptr) {
+      run.resident_at_end[block] = state->resident;
+    }
+  }
+  return run;
+}
+
+TEST(MemferryPolicyTest, ACopyThatLandsAfterItsBackwardBeginsIsCountedLate) {
+  const LateRun run = RunWithLateCopy(1, Layout());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(std::get<uint64_t>(run.policy.at("dfgb_copies_late")), 1u);
+  EXPECT_GT(std::get<uint64_t>(run.policy.at("dfgb_late_bytes")), 0u);
+}
+
+TEST(MemferryPolicyTest, AReleasedLayerStaysReleasedWhereverItsCopyWas) {
+  // e and g are both DFGB (d computes 20 ms and the loss 5 ms, so the plan
+  // has room for their copies). e's copy takes the engine's 4 prefetch
+  // slots and queues the rest of its blocks, and g's copy queues behind
+  // them. g's backward comes first and reads its page through the mapping,
+  // which stays until the copy is issued, so g is released with its copy
+  // still queued (e of 8 blocks) or just issued (e of 6: a slot freed as g's
+  // backward ended). Either way g must not come back: a queued copy issued
+  // later, or one that lands after the release, would leave it on the
+  // device for nothing.
+  for (const int e_blocks : {8, 6}) {
+    SCOPED_TRACE(e_blocks);
+    const Layout at{e_blocks, 20 * kMs, /*with_g=*/true, 5 * kMs};
+    const LateRun run = RunWithLateCopy(2, at);
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    const std::vector<Nanos>& released = run.recorder.ends.at(kGBackward);
+    ASSERT_EQ(released.size(), 2u);
+    const std::vector<Recorder::Move> g = run.recorder.Of(at.g());
+    for (const Recorder::Move& move : g) {
+      if (move.kind == TransferKind::kEviction) continue;
+      const size_t i = move.issued <= released[0] ? 0 : 1;
+      EXPECT_LE(move.issued, released[i]) << "g copied in after its release";
+      if (move.done > released[i]) {
+        // Landed after the release: sent back as it lands.
+        EXPECT_TRUE(std::any_of(g.begin(), g.end(), [&](const Recorder::Move& out) {
+          return out.kind == TransferKind::kEviction && out.issued == move.done;
+        })) << "g's copy landed at " << move.done << " and stayed";
+      }
+    }
+    EXPECT_TRUE(run.resident_at_end.at(at.g()).none());
+    EXPECT_EQ(run.stats.d2h_bytes, 0u);
+  }
 }
 
 TEST(MemferryPolicyTest, AllDhaMigratesNoParameter) {

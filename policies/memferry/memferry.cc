@@ -1,5 +1,6 @@
 #include "policies/memferry/memferry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <utility>
@@ -101,31 +102,48 @@ void MemferryPolicy::OnIterationBegin(uint64_t iteration) {
   forward_end_ = backward_end_ = -1;
   // A DFGB layer the last iteration left on the device goes back.
   device_window_ = PageSet();
+  send_back_on_arrival_ = PageSet();
+  copies_open_.clear();
   MapPendingPages();
   MapRemotePages();
   // GFGB loads, back to back in forward order.
   for (size_t l = 0; l < moved_pages_.size(); ++l) {
-    if (plan_.modes[l] != ExecutionMode::kGfgb) continue;
-    const uint32_t exec_id = planned_exec_ids_[layers_.layers[l].first_forward];
-    for (const auto& [block, mask] : moved_pages_[l].blocks()) {
-      context().Prefetch(block, mask, exec_id);
-    }
+    if (plan_.modes[l] == ExecutionMode::kGfgb) QueueCopy(l);
   }
 }
 
 void MemferryPolicy::MapRemotePages() {
   for (const auto& [block, mask] : remote_pages_.blocks()) {
     const PageMask wanted = mask & ~device_window_.In(block);
-    const BlockState* state = context().memory().Find(block);
-    const PageMask resident =
-        state == nullptr ? PageMask() : wanted & (state->resident | state->in_flight);
-    if (resident.any()) {
-      pages_left_resident_ += resident.count();
-      context().PreEvictPages(block, resident, MemoryTier::kHost);
-      pending_remap_.AddPages(block, resident);
-    }
-    if ((wanted & ~resident).any()) context().MapRemote(block, wanted & ~resident);
+    const PageMask on_device = SendBack(block, wanted);
+    pages_left_resident_ += on_device.count();
+    if ((wanted & ~on_device).any()) context().MapRemote(block, wanted & ~on_device);
   }
+}
+
+PageMask MemferryPolicy::SendBack(BlockNumber block, const PageMask& pages) {
+  const BlockState* state = context().memory().Find(block);
+  if (state == nullptr) return PageMask();
+  const PageMask resident = pages & state->resident;
+  const PageMask arriving = pages & state->in_flight;
+  if (resident.any()) {
+    context().PreEvictPages(block, resident, MemoryTier::kHost);
+    pending_remap_.AddPages(block, resident);
+  }
+  // A block with a transfer under way cannot be evicted: these go back when
+  // it lands (OnMigrated).
+  send_back_on_arrival_.AddPages(block, arriving);
+  return resident | arriving;
+}
+
+void MemferryPolicy::OnMigrated(BlockNumber block, const PageMask& pages,
+                                TransferKind /*kind*/) {
+  const PageMask landed = pages & send_back_on_arrival_.In(block);
+  if (landed.none()) return;
+  PageSet done;
+  done.AddPages(block, landed);
+  send_back_on_arrival_.Remove(done);
+  SendBack(block, landed & ~device_window_.In(block));
 }
 
 void MemferryPolicy::MapPendingPages() {
@@ -169,21 +187,13 @@ void MemferryPolicy::OnKernelEnd(uint32_t /*exec_id*/) {
   const Nanos now = context().now();
   if (auto it = copy_after_.find(k); it != copy_after_.end()) {
     for (size_t l : it->second) {
-      const uint32_t exec_id = planned_exec_ids_[layers_.layers[l].first_backward];
-      for (const auto& [block, mask] : moved_pages_[l].blocks()) {
-        context().Prefetch(block, mask, exec_id);
-      }
+      QueueCopy(l);
       device_window_.Add(moved_pages_[l]);
+      copies_open_.push_back(l);
     }
   }
   if (auto it = release_after_.find(k); it != release_after_.end()) {
-    for (size_t l : it->second) {
-      for (const auto& [block, mask] : moved_pages_[l].blocks()) {
-        context().PreEvictPages(block, mask, MemoryTier::kHost);
-      }
-      device_window_.Remove(moved_pages_[l]);
-      pending_remap_.Add(moved_pages_[l]);
-    }
+    for (size_t l : it->second) Release(l);
   }
   if (k + 1 == layers_.backward_begin) forward_end_ = now;
   if (k + 1 == layers_.step_begin) backward_end_ = now;
@@ -193,6 +203,44 @@ void MemferryPolicy::OnKernelEnd(uint32_t /*exec_id*/) {
     const Nanos backward_end = backward_end_ >= 0 ? backward_end_ : now;
     measured_backward_ = backward_end - forward_end_;
     measured_step_ = now - backward_end;
+  }
+}
+
+void MemferryPolicy::QueueCopy(size_t layer) {
+  const LayerKernels& at = layers_.layers[layer];
+  const uint32_t exec_id = planned_exec_ids_[plan_.modes[layer] == ExecutionMode::kGfgb
+                                                 ? at.first_forward
+                                                 : at.first_backward];
+  for (const auto& [block, mask] : moved_pages_[layer].blocks()) {
+    context().Prefetch(block, mask, exec_id);
+  }
+}
+
+bool MemferryPolicy::OnDevice(size_t layer) const {
+  for (const auto& [block, mask] : moved_pages_[layer].blocks()) {
+    const BlockState* state = context().memory().Find(block);
+    if (state == nullptr || (mask & ~(state->resident | state->in_flight)).any()) return false;
+  }
+  return true;
+}
+
+void MemferryPolicy::Release(size_t layer) {
+  copies_open_.erase(std::find(copies_open_.begin(), copies_open_.end(), layer));
+  if (context().queued_prefetches() > 0) {
+    // Part of this layer's copy may still be queued (its backward faulted
+    // the pages in first): issued after the release, it would bring them
+    // back. The queue holds only this policy's copies, so it is emptied and
+    // the others' are queued again, in their order.
+    context().CancelPrefetches();
+    for (size_t l = 0; l < moved_pages_.size(); ++l) {
+      if (plan_.modes[l] == ExecutionMode::kGfgb && !OnDevice(l)) QueueCopy(l);
+    }
+    for (size_t l : copies_open_) QueueCopy(l);
+  }
+  device_window_.Remove(moved_pages_[layer]);
+  for (const auto& [block, mask] : moved_pages_[layer].blocks()) {
+    const PageMask on_device = SendBack(block, mask);
+    pending_remap_.AddPages(block, mask & ~on_device);
   }
 }
 

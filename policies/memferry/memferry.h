@@ -21,7 +21,10 @@
 //    they came (the backward writes gradients), so the host's copy is still
 //    good and the engine writes nothing back (Engine::EvictPages copies only
 //    dirty pages when there is no storage tier). At the next kernel they are
-//    mapped remotely again.
+//    mapped remotely again. A copy still queued at the release (the backward
+//    read the pages through the mapping, which stays until the copy is
+//    issued) is taken out of the queue; one still on its way goes back as it
+//    lands.
 // A fault on a DHA page, or on a DFGB page outside its time on the device,
 // is answered with a remote mapping (MapRemotelyOnFault), so whatever the
 // plan did not foresee (a first iteration shaped otherwise, a release the
@@ -87,6 +90,7 @@ class MemferryPolicy final : public Policy {
   void OnIterationBegin(uint64_t iteration) override;
   void OnKernelBegin(uint32_t exec_id) override;
   void OnKernelEnd(uint32_t exec_id) override;
+  void OnMigrated(BlockNumber block, const PageMask& pages, TransferKind kind) override;
   void OnAllocatorEvent(const Event& event) override;
   PageMask MapRemotelyOnFault(BlockNumber block, const PageMask& faulted) override;
   void ReportStats(PolicyStats& out) const override;
@@ -99,10 +103,21 @@ class MemferryPolicy final : public Policy {
   absl::StatusOr<MemferryPlan> ChooseModes(const PlanInput& input) const;
   void PlacePages();
   void MarkPlannedIterations(const ProgramGraph& program, const IterationGraph& planned);
-  // Maps the remote pages not on the device now; those on it are
-  // pre-evicted first and mapped at the next kernel boundary.
+  // Maps the remote pages not on the device now; those on it are sent back
+  // first and mapped at the next kernel boundary.
   void MapRemotePages();
+  // Pre-evicts those of `pages` on the device to the host and has them
+  // mapped at the next boundary; those on their way go when they land.
+  // Returns the pages that were on the device or on their way.
+  PageMask SendBack(BlockNumber block, const PageMask& pages);
   void MapPendingPages();
+  // Queues the layer's copy, for its first forward kernel (GFGB) or its
+  // first backward kernel (DFGB).
+  void QueueCopy(size_t layer);
+  // Every page the layer moves is resident or on its way.
+  bool OnDevice(size_t layer) const;
+  // A DFGB layer's backward is over: its pages go back to the host.
+  void Release(size_t layer);
 
   MemferryPolicyOptions options_;
   bool planned_ = false;
@@ -116,6 +131,8 @@ class MemferryPolicy final : public Policy {
   PageSet remote_pages_;     // DHA and DFGB pages: mapped outside a DFGB window
   PageSet device_window_;    // DFGB pages between their copy and their release
   PageSet pending_remap_;    // released, to be mapped at the next boundary
+  PageSet send_back_on_arrival_;  // released while their copy was on its way
+  std::vector<size_t> copies_open_;  // DFGB layers copied and not yet released
   // Kernel index -> the DFGB layers whose copy starts, or that are released,
   // at its end.
   absl::flat_hash_map<size_t, std::vector<size_t>> copy_after_;

@@ -192,9 +192,9 @@ class TableBuilder {
     return it == names_.end() ? absl::string_view() : absl::string_view(it->second);
   }
 
-  // A backward kernel's layer: by the parameters it touches, else by the
-  // longest layer prefix its name starts with; -1 for neither.
-  int BackwardLayer(size_t k) const {
+  // A kernel's layer: by the parameters it touches, else by the longest
+  // layer prefix its name starts with; -1 for neither.
+  int LayerOf(size_t k) const {
     const int layer = LayerByParameters(kernels()[k]);
     if (layer >= 0) return layer;
     for (absl::string_view prefix = LayerPrefix(Name(k)); !prefix.empty();
@@ -212,12 +212,14 @@ class TableBuilder {
 
   // The parameter-free kernels between two layers' go to the one before
   // them in forward order; a tied layer's later use adds to its own time
-  // and moves no boundary.
+  // and moves no boundary. A kernel named after a layer is that layer's
+  // even if it reads no parameter (a convolution computing on a copy of its
+  // weight in another layout).
   void AddForwardTimes() {
     int current = -1;
     for (size_t k = 0; k < out_.backward_begin; ++k) {
       const Nanos time = ComputeTime(kernels()[k], device_);
-      const int layer = LayerByParameters(kernels()[k]);
+      const int layer = LayerOf(k);
       if (layer < 0) {
         if (current < 0) {
           out_.table.forward_before_first += time;
@@ -243,7 +245,7 @@ class TableBuilder {
     Nanos pending = 0;
     for (size_t k = out_.backward_begin; k < out_.step_begin; ++k) {
       const Nanos time = ComputeTime(kernels()[k], device_);
-      const int layer = BackwardLayer(k);
+      const int layer = LayerOf(k);
       if (layer < 0) {
         pending += time;
         continue;

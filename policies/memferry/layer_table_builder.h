@@ -17,13 +17,13 @@
 //    the token embedding) makes its two uses one layer. Layers are in the
 //    order of their first forward kernel, which is where the model places
 //    them; a tied layer's later use counts in its own forward time.
-//  - Kernels. A forward kernel belongs to the layers whose parameters it
-//    touches. A backward kernel does too; otherwise, when the program names
-//    its kernels `<layer>.<op>` (the zoo's generators do), it belongs to the
-//    layer whose forward kernels' name prefix is the longest that its name
-//    starts with (a wgrad writes the gradient without reading the weight).
-//    Every other kernel is parameter-free computation between layers
-//    (LayerCosts::forward_after, backward_after).
+//  - Kernels. A kernel belongs to the layer whose parameters it touches;
+//    otherwise, when the program names its kernels `<layer>.<op>` (the zoo's
+//    generators do), to the layer whose forward kernels' name prefix is the
+//    longest that its name starts with (a wgrad writes the gradient without
+//    reading the weight; cuDNN's convolution computes on a copy of the
+//    weight in another layout). Every other kernel is parameter-free
+//    computation between layers (LayerCosts::forward_after, backward_after).
 //
 // The times (LayerCosts) of a kernel k, each with the device's launch gap
 // and grid start-up:

@@ -13,8 +13,8 @@
 //    and wait for nothing. The link and the compute stream run in parallel
 //    ("the DHA computation streams and the CPU-GPU data transfer streams ...
 //    can be executed in parallel", §III-B), so DHA reads are not charged to
-//    the link (umlab's remote reads do share it; DESIGN-NOTES.md says how the
-//    policy folds that into its inputs).
+//    the link (umlab's remote reads do share it, and go first: docs/policies.md,
+//    "Other gaps", says what that does to DFGB copies).
 //  - DFGB copies: "the layer is transmitted to GPU memory after its DHA FP
 //    execution" (§IV-B), in the link's idle window, which opens when the last
 //    GFGB load is done and closes "at the beginning of gradient transmission

@@ -116,6 +116,39 @@ TEST(HybridScheduleTest, LoadStallsTheForwardAndCopyStallsTheBackward) {
   EXPECT_EQ(waits.iteration_time, 15 + 3 + 2 + 3);
 }
 
+TEST(HybridScheduleTest, RemoteReadsHoldTheLaneAndCopiesWaitForThem) {
+  // a runs from the host 0-10 and its reads hold the lane 0-6 (umlab's
+  // link: they go first); b's 8 of load then runs 6-14, not 0-8, and b
+  // waits for it: 14-16 where the paper's link gives 10-12.
+  LayerTable t;
+  t.layers = {Layer("a", 1, 20, 10, 10), Layer("b", 1, 8, 2, 50)};
+  EXPECT_EQ(EvaluateSchedule(t, {kDha, kGfgb}, false).forward_time, 12);
+  t.layers[0].forward_link = 6;
+  const ScheduleTimes shared = EvaluateSchedule(t, {kDha, kGfgb}, false);
+  EXPECT_EQ(shared.layers[1].load_end, 14);
+  EXPECT_EQ(shared.layers[1].forward_stall, 4);
+  EXPECT_EQ(shared.forward_time, 16);
+
+  // x's copy (5) starts when its forward ends (2), but y's reads hold the
+  // lane 2-10: it lands at 15, after x's backward would have begun (13).
+  LayerTable u;
+  u.layers = {Layer("x", 1, 5, 1, 2, 1, 4), Layer("y", 1, 50, 1, 10, 1, 1)};
+  EXPECT_EQ(EvaluateSchedule(u, {kDfgb, kDha}, false).late_copies, 0);
+  u.layers[1].forward_link = 8;
+  const ScheduleTimes late = EvaluateSchedule(u, {kDfgb, kDha}, false);
+  EXPECT_EQ(late.layers[0].copy_end, 15);
+  EXPECT_EQ(late.layers[0].backward_stall, 2);
+  EXPECT_EQ(late.late_copies, 1);
+  // y's backward reads hold the lane too, from its start (12) for 3: a copy
+  // of 12 still going then (2-14 without them) lands at 17.
+  u.layers[1].forward_link = 0;
+  u.layers[0].transfer = 12;
+  u.layers[1].backward_link = 3;
+  const ScheduleTimes pushed = EvaluateSchedule(u, {kDfgb, kDha}, false);
+  EXPECT_EQ(pushed.layers[0].copy_end, 17);
+  EXPECT_EQ(pushed.layers[0].backward_stall, 17 - 13);
+}
+
 TEST(HybridScheduleTest, NegativeTimesAreRefused) {
   LayerTable t;
   t.layers = {Layer("ok", 1, 1, 1, 1), Layer("bad", 1, 1, -1, 1)};
@@ -178,6 +211,25 @@ TEST(ForwardAlgorithmTest, ExposedLoadCriterionKeepsHiddenLoadsOnTheGpu) {
 
 // Lines 18-29: a hidden GFGB layer turns DHA when that hides enough of a
 // later load to pay for its slower forward.
+TEST(ForwardAlgorithmTest, ReadsThatHoldTheLinkLeaveItLessReserve) {
+  // a goes DHA (6 <= 5 + 10) and adds its 6 to T_res, so b's load of 3
+  // hides in it. Where a's reads hold the link for 4 of those 6 (reading
+  // (i)), only 2 are free: b's load waits 1, as the schedule says.
+  LayerTable t;
+  t.layers = {Layer("a", 1, 10, 5, 6), Layer("b", 1, 3, 10, 100)};
+  const ForwardPlan paper = RunForwardAlgorithm(t);
+  EXPECT_THAT(Kinds(paper.decisions),
+              ElementsAre(DecisionKind::kDhaByCriterion, DecisionKind::kGfgbLoadHidden));
+  t.layers[0].forward_link = 4;
+  const ForwardPlan shared = RunForwardAlgorithm(t);
+  EXPECT_THAT(shared.modes, ElementsAre(kDha, kGfgb));
+  EXPECT_THAT(Kinds(shared.decisions),
+              ElementsAre(DecisionKind::kDhaByCriterion, DecisionKind::kGfgbAfterBacktrack));
+  EXPECT_EQ(shared.decisions.back().delta, 1);
+  EXPECT_EQ(shared.all, 17);
+  EXPECT_EQ(EvaluateSchedule(t, shared.modes, false).forward_time, 17);
+}
+
 TEST(ForwardAlgorithmTest, BacktrackingTurnsAnEarlierLayerToDha) {
   LayerTable t;
   t.layers = {Layer("l0", 1, 20, 10, 10), Layer("l1", 1, 5, 4, 10), Layer("l2", 1, 30, 5, 60)};

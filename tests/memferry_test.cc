@@ -451,7 +451,7 @@ TEST(MemferryPolicyTest, ACopyThatLandsAfterItsBackwardBeginsIsCountedLate) {
 }
 
 TEST(MemferryPolicyTest, AReleasedLayerStaysReleasedWhereverItsCopyWas) {
-  // e and g are both DFGB (d computes 20 ms and the loss 5 ms, so the plan
+  // e and g are both DFGB (d computes 20 ms and the loss 10 ms, so the plan
   // has room for their copies). e's copy takes the engine's 4 prefetch
   // slots and queues the rest of its blocks, and g's copy queues behind
   // them. g's backward comes first and reads its page through the mapping,
@@ -462,7 +462,7 @@ TEST(MemferryPolicyTest, AReleasedLayerStaysReleasedWhereverItsCopyWas) {
   // device for nothing.
   for (const int e_blocks : {8, 6}) {
     SCOPED_TRACE(e_blocks);
-    const Layout at{e_blocks, 20 * kMs, /*with_g=*/true, 5 * kMs};
+    const Layout at{e_blocks, 20 * kMs, /*with_g=*/true, 10 * kMs};
     const LateRun run = RunWithLateCopy(2, at);
     ASSERT_TRUE(run.status.ok()) << run.status;
     const std::vector<Nanos>& released = run.recorder.ends.at(kGBackward);

@@ -13,8 +13,10 @@
 //    and wait for nothing. The link and the compute stream run in parallel
 //    ("the DHA computation streams and the CPU-GPU data transfer streams ...
 //    can be executed in parallel", §III-B), so DHA reads are not charged to
-//    the link (umlab's remote reads do share it, and go first: docs/policies.md,
-//    "Other gaps", says what that does to DFGB copies).
+//    the link. umlab's remote reads do share it, and go first: where a
+//    layer's costs say how long its remote reads hold the host-to-device
+//    lane (LayerCosts::forward_link, backward_link), copies make no progress
+//    while they do. With those at 0 the model is the paper's.
 //  - DFGB copies: "the layer is transmitted to GPU memory after its DHA FP
 //    execution" (§IV-B), in the link's idle window, which opens when the last
 //    GFGB load is done and closes "at the beginning of gradient transmission
@@ -64,6 +66,12 @@ struct LayerCosts {
   // T_FP(A_{l,l+1}) and backward T_BP(A_{l,l+1}) times.
   Nanos forward_after = 0;
   Nanos backward_after = 0;
+  // How long the layer's reads from the host hold the host-to-device lane,
+  // from the start of its forward (DHA, DFGB) and of its backward (DHA),
+  // where they share it with the copies and go first (umlab's link; 0: they
+  // do not, as in the paper).
+  Nanos forward_link = 0;
+  Nanos backward_link = 0;
 };
 
 // The model, in forward order.

@@ -210,6 +210,30 @@ class TableBuilder {
                                 device_);
   }
 
+  // How long kernel k's accesses to the layer's parameters hold the
+  // host-to-device lane when they are remote: their reads at the remote
+  // read rate, and on a half-duplex link (one lane) their writes too.
+  Nanos LaneTime(size_t k, int layer) const {
+    const GraphKernel& kernel = kernels()[k];
+    const std::vector<uint32_t>& remote = out_.layers[static_cast<size_t>(layer)].parameters;
+    auto bytes = [&remote](const std::vector<uint32_t>& tensors,
+                           const std::vector<TensorTouch>& touches) {
+      uint64_t total = 0;
+      for (size_t i = 0; i < tensors.size() && i < touches.size(); ++i) {
+        if (std::binary_search(remote.begin(), remote.end(), tensors[i])) {
+          total += touches[i].bytes;
+        }
+      }
+      return static_cast<double>(total);
+    };
+    const LinkConfig& link = device_.link;
+    double ns = bytes(kernel.reads, kernel.read_touches) * 1e9 / link.remote_read_rate();
+    if (!link.full_duplex) {
+      ns += bytes(kernel.writes, kernel.write_touches) * 1e9 / link.remote_write_rate();
+    }
+    return std::llround(ns);
+  }
+
   // The parameter-free kernels between two layers' go to the one before
   // them in forward order; a tied layer's later use adds to its own time
   // and moves no boundary. A kernel named after a layer is that layer's
@@ -231,6 +255,7 @@ class TableBuilder {
       LayerCosts& costs = out_.table.layers[static_cast<size_t>(layer)];
       costs.forward += time;
       costs.forward_from_host += RemoteTime(k, layer);
+      costs.forward_link += LaneTime(k, layer);
       if (layer >= current) {
         current = layer;
         out_.layers[static_cast<size_t>(layer)].forward_end = k;
@@ -256,6 +281,7 @@ class TableBuilder {
       pending = 0;
       costs.backward += time;
       costs.backward_from_host += RemoteTime(k, layer);
+      costs.backward_link += LaneTime(k, layer);
       if (where.first_backward == kNoKernel) where.first_backward = k;
       where.last_backward = k;
     }

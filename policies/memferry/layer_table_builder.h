@@ -46,7 +46,11 @@
 //    stretches of their own.
 //  - a copy of its parameters to the device: per 2 MB block its pages
 //    touch (the engine's transfers), the link's latency plus the bytes at
-//    the host-to-device rate.
+//    the host-to-device rate;
+//  - the lane its remote reads hold (LayerCosts::forward_link,
+//    backward_link): their bytes at the remote read rate, and on a
+//    half-duplex link its remote writes' too. The sim's remote accesses
+//    share the lanes with migrations and go first, so copies wait for them.
 #ifndef UMLAB_POLICIES_MEMFERRY_LAYER_TABLE_BUILDER_H_
 #define UMLAB_POLICIES_MEMFERRY_LAYER_TABLE_BUILDER_H_
 

@@ -69,6 +69,10 @@ namespace {
 //  (h) The parameter-free computation before the first layer (A_{0,1}, not
 //      in the paper's indexing) is accounted as line 15 accounts the others:
 //      update(T, T) before the loop.
+//  (i) Line 5 adds a DHA layer's whole forward to T_res, the time the link
+//      is free for loads: in the paper DHA reads do not use it. Where they
+//      share it (LayerCosts::forward_link, umlab's link), the time they
+//      hold it is left out. With forward_link 0 this is the printed line.
 class ForwardAlgorithm {
  public:
   ForwardAlgorithm(const LayerTable& table, DhaCriterion criterion)
@@ -82,7 +86,7 @@ class ForwardAlgorithm {
       const LayerCosts& c = layers_[static_cast<size_t>(l)];
       if (c.forward_from_host <= c.forward + ChargedLoad(c)) {  // line 3
         plan_.modes[static_cast<size_t>(l)] = ExecutionMode::kDha;  // line 4
-        Update(c.forward_from_host, c.forward_from_host);          // line 5
+        Update(c.forward_from_host, HostForwardReserve(c));        // line 5, reading (i)
         Decide(DecisionKind::kDhaByCriterion, l);
       } else {
         if (c.transfer < plan_.reserve) {                    // line 7
@@ -100,6 +104,12 @@ class ForwardAlgorithm {
   }
 
  private:
+  // Line 5's T_res for a DHA layer, reading (i): its forward, less the time
+  // its reads hold the link where they share it with copies.
+  static Nanos HostForwardReserve(const LayerCosts& c) {
+    return std::max<Nanos>(c.forward_from_host - c.forward_link, 0);
+  }
+
   // Line 3's load term, reading (a).
   Nanos ChargedLoad(const LayerCosts& c) const {
     if (criterion_ == DhaCriterion::kExposedLoad) {

@@ -42,6 +42,13 @@ absl::Status MemferryPolicy::Plan(const PlanInput& input) {
 
   planned_exec_ids_.clear();
   for (const GraphKernel& kernel : planned.kernels) planned_exec_ids_.push_back(kernel.exec_id);
+  PlacePages(planned);
+  MarkPlannedIterations(input.program, planned);
+  planned_ = true;
+  return absl::OkStatus();
+}
+
+void MemferryPolicy::PlacePages(const IterationGraph& planned) {
   std::vector<PageSet> pages(layers_.layers.size());
   for (size_t l = 0; l < layers_.layers.size(); ++l) {
     for (uint32_t t : layers_.layers[l].parameters) {
@@ -77,20 +84,16 @@ absl::Status MemferryPolicy::Plan(const PlanInput& input) {
     }
   }
   remote_pages_.Remove(gfgb);
-  MarkPlannedIterations(input.program, planned);
-  planned_ = true;
-  return absl::OkStatus();
 }
 
 void MemferryPolicy::MarkPlannedIterations(const ProgramGraph& program,
                                            const IterationGraph& planned) {
   // The kernels before the first marker are graph iteration 0; a marker
   // repeating its index (0) means the later iteration.
-  before_first_marker_planned_ = program.iterations.front().SameShape(planned);
   for (const IterationGraph& iteration : program.iterations) {
     planned_marker_[iteration.index] = iteration.SameShape(planned);
   }
-  acting_ = before_first_marker_planned_;
+  acting_ = program.iterations.front().SameShape(planned);
 }
 
 void MemferryPolicy::OnIterationBegin(uint64_t iteration) {
@@ -225,7 +228,10 @@ bool MemferryPolicy::OnDevice(size_t layer) const {
 }
 
 void MemferryPolicy::Release(size_t layer) {
-  copies_open_.erase(std::find(copies_open_.begin(), copies_open_.end(), layer));
+  if (auto open = std::find(copies_open_.begin(), copies_open_.end(), layer);
+      open != copies_open_.end()) {
+    copies_open_.erase(open);
+  }
   if (context().queued_prefetches() > 0) {
     // Part of this layer's copy may still be queued (its backward faulted
     // the pages in first): issued after the release, it would bring them

@@ -101,7 +101,9 @@ class MemferryPolicy final : public Policy {
 
  private:
   absl::StatusOr<MemferryPlan> ChooseModes(const PlanInput& input) const;
-  void PlacePages();
+  // Which pages each layer moves and which are remote, and the kernels at
+  // whose end DFGB copies start and releases happen.
+  void PlacePages(const IterationGraph& planned);
   void MarkPlannedIterations(const ProgramGraph& program, const IterationGraph& planned);
   // Maps the remote pages not on the device now; those on it are sent back
   // first and mapped at the next kernel boundary.
@@ -137,10 +139,10 @@ class MemferryPolicy final : public Policy {
   // at its end.
   absl::flat_hash_map<size_t, std::vector<size_t>> copy_after_;
   absl::flat_hash_map<size_t, std::vector<size_t>> release_after_;
+  // Kernel index -> the DFGB layers whose backward it begins.
   absl::flat_hash_map<size_t, std::vector<size_t>> backward_starts_;
 
   // The iteration under way.
-  bool before_first_marker_planned_ = false;
   absl::flat_hash_map<uint64_t, bool> planned_marker_;  // marker -> shaped like the plan
   bool acting_ = false;
   size_t next_kernel_ = 0;
@@ -158,7 +160,8 @@ class MemferryPolicy final : public Policy {
   uint64_t late_copies_ = 0;
   uint64_t late_copy_bytes_ = 0;
   uint64_t kernels_off_plan_ = 0;
-  uint64_t pages_left_resident_ = 0;  // remote pages found on the device at a remap
+  // Remote pages found on the device, or arriving, at an iteration's start.
+  uint64_t pages_left_resident_ = 0;
 };
 
 }  // namespace umlab

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace umlab {
 namespace {
@@ -40,7 +41,10 @@ class GraphBuilder {
       Close(event.address, event.size);
     } else if (event.kind == EventKind::kKernelBegin) {
       if (current_ == nullptr) BeginIteration(0);
-      current_->kernels.push_back(GraphKernel{event.exec_id, event.duration_ns, {}, {}, {}});
+      GraphKernel kernel;
+      kernel.exec_id = event.exec_id;
+      kernel.duration_ns = event.duration_ns;
+      current_->kernels.push_back(std::move(kernel));
       in_kernel_ = true;
     } else if (event.kind == EventKind::kKernelEnd) {
       if (in_kernel_) Normalize(current_->kernels.back());
@@ -138,21 +142,55 @@ class GraphBuilder {
 
   void Access(const SlimEvent& event) {
     GraphKernel& kernel = current_->kernels.back();
+    kernel.page_visits += PagesSpanned(event.address, event.size);
     uint64_t covered = 0;
     const uint64_t end = event.address + event.size;
     for (auto it = FirstOverlap(event.address); it != active_.end() && it->first < end; ++it) {
-      covered += std::min(end, it->second.end) - std::max(event.address, it->first);
-      if (event.access != AccessType::kWrite) kernel.reads.push_back(it->second.tensor);
-      if (event.access != AccessType::kRead) kernel.writes.push_back(it->second.tensor);
+      const uint64_t from = std::max(event.address, it->first);
+      const uint64_t bytes = std::min(end, it->second.end) - from;
+      // Every pass over the bytes counts: what they cost to move from memory
+      // that is not the device's (Event::rereads).
+      const TensorTouch touch{bytes * (uint64_t{event.rereads} + 1),
+                              PagesSpanned(from, bytes)};
       if (event.rereads > 0) kernel.reread.push_back(it->second.tensor);
+      covered += bytes;
+      if (event.access != AccessType::kWrite) {
+        kernel.reads.push_back(it->second.tensor);
+        kernel.read_touches.push_back(touch);
+      }
+      if (event.access != AccessType::kRead) {
+        kernel.writes.push_back(it->second.tensor);
+        kernel.write_touches.push_back(touch);
+      }
     }
     current_->untracked_access_bytes += event.size - covered;
   }
 
   static void Normalize(GraphKernel& kernel) {
-    for (std::vector<uint32_t>* list : {&kernel.reads, &kernel.writes, &kernel.reread}) {
-      std::sort(list->begin(), list->end());
-      list->erase(std::unique(list->begin(), list->end()), list->end());
+    std::sort(kernel.reread.begin(), kernel.reread.end());
+    kernel.reread.erase(std::unique(kernel.reread.begin(), kernel.reread.end()),
+                        kernel.reread.end());
+    Merge(kernel.reads, kernel.read_touches);
+    Merge(kernel.writes, kernel.write_touches);
+  }
+
+  // Sorts the tensors a kernel touched and adds up the touches of each.
+  static void Merge(std::vector<uint32_t>& tensors, std::vector<TensorTouch>& touches) {
+    std::vector<std::pair<uint32_t, TensorTouch>> each;
+    each.reserve(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) each.emplace_back(tensors[i], touches[i]);
+    std::stable_sort(each.begin(), each.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    tensors.clear();
+    touches.clear();
+    for (const auto& [tensor, touch] : each) {
+      if (!tensors.empty() && tensors.back() == tensor) {
+        touches.back().bytes += touch.bytes;
+        touches.back().page_visits += touch.page_visits;
+      } else {
+        tensors.push_back(tensor);
+        touches.push_back(touch);
+      }
     }
   }
 

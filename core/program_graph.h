@@ -11,6 +11,7 @@
 #ifndef UMLAB_CORE_PROGRAM_GRAPH_H_
 #define UMLAB_CORE_PROGRAM_GRAPH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +40,19 @@ struct GraphTensor {
   bool operator==(const GraphTensor&) const = default;
 };
 
+// How much of one tensor a kernel touches: the bytes its accesses move,
+// every pass over them counted (Event::rereads: a GEMM's weight), and the
+// pages they visit (an access spanning three pages visits three; two
+// accesses to one page visit it twice), which is how the backends pace a
+// kernel and charge an access through a remote mapping. An embedding's
+// gather touches a few rows of its table, not the table.
+struct TensorTouch {
+  uint64_t bytes = 0;
+  uint64_t page_visits = 0;
+
+  bool operator==(const TensorTouch&) const = default;
+};
+
 struct GraphKernel {
   uint32_t exec_id = 0;
   Nanos duration_ns = 0;  // compute time
@@ -49,8 +63,21 @@ struct GraphKernel {
   // Of those, the tensors it passes over more than once (an access with
   // rereads: a GEMM's weight), ascending and distinct.
   std::vector<uint32_t> reread;
+  // What it reads and writes of each of those tensors, parallel to `reads`
+  // and `writes`.
+  std::vector<TensorTouch> read_touches;
+  std::vector<TensorTouch> write_touches;
+  // The pages all its accesses visit, in tensors or not: the accesses its
+  // issuers share (core/access_pace.h).
+  uint64_t page_visits = 0;
 
   bool operator==(const GraphKernel&) const = default;
+  // The same kernel with the same tensors, whatever it touches of them: an
+  // embedding's gather draws other rows each iteration.
+  bool SameUses(const GraphKernel& other) const {
+    return exec_id == other.exec_id && duration_ns == other.duration_ns &&
+           reads == other.reads && writes == other.writes;
+  }
 };
 
 struct IterationGraph {
@@ -64,7 +91,9 @@ struct IterationGraph {
 
   // The same kernels touching the same tensors: one plan serves both.
   bool SameShape(const IterationGraph& other) const {
-    return tensors == other.tensors && kernels == other.kernels;
+    return tensors == other.tensors &&
+           std::equal(kernels.begin(), kernels.end(), other.kernels.begin(), other.kernels.end(),
+                      [](const GraphKernel& a, const GraphKernel& b) { return a.SameUses(b); });
   }
 };
 

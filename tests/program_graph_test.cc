@@ -54,6 +54,44 @@ TEST(ProgramGraphTest, KernelsTensorsAndTheirUses) {
   EXPECT_EQ(first.untracked_access_bytes, 0u);
 }
 
+TEST(ProgramGraphTest, AKernelSaysHowMuchOfEachTensorItTouches) {
+  // Kernel 2 reads two pages of A; kernel 3 reads 100 bytes of W twice (one
+  // page visited twice) and writes 3 bytes of A across a page boundary (two
+  // pages), and 8 bytes past A's end, outside any tensor (one more page).
+  ProgramBuilder p;
+  p.Alloc(0, 2).Activate(At(0), kBlock).Iteration(0).Activate(At(1), 3 * 4096);
+  p.Begin(2, 200).Access(At(1), 4096, false).Access(At(1) + 8192, 4096, false).End(2);
+  p.Begin(3, 10)
+      .Access(At(0) + 10, 100, false)
+      .Access(At(0) + 10, 100, false)
+      .Access(At(1) + 4095, 3, true)
+      .Access(At(1) + 3 * 4096, 8, true)
+      .End(3);
+  const ProgramGraph graph = Read(p);
+  ASSERT_EQ(graph.iterations.size(), 1u);
+  const std::vector<GraphKernel>& kernels = graph.iterations[0].kernels;
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].read_touches, std::vector<TensorTouch>({{8192, 2}}));
+  EXPECT_EQ(kernels[0].page_visits, 2u);
+  EXPECT_EQ(kernels[1].reads, std::vector<uint32_t>({0}));
+  EXPECT_EQ(kernels[1].read_touches, std::vector<TensorTouch>({{200, 2}}));
+  EXPECT_EQ(kernels[1].writes, std::vector<uint32_t>({1}));
+  EXPECT_EQ(kernels[1].write_touches, std::vector<TensorTouch>({{3, 2}}));
+  EXPECT_EQ(kernels[1].page_visits, 5u);
+}
+
+TEST(ProgramGraphTest, IterationsThatTouchOtherBytesOfTheSameTensorsShareAShape) {
+  // An embedding's gather: each iteration reads other rows of the table.
+  ProgramBuilder p;
+  p.Alloc(0, 1).Activate(At(0), kBlock);
+  p.Iteration(0).Begin(1, 10).Access(At(0), 64, false).End(1);
+  p.Iteration(1).Begin(1, 10).Access(At(0) + 8192, 64, false).Access(At(0), 64, false).End(1);
+  const ProgramGraph graph = Read(p);
+  ASSERT_EQ(graph.iterations.size(), 2u);
+  EXPECT_NE(graph.iterations[0].kernels, graph.iterations[1].kernels);
+  EXPECT_TRUE(graph.iterations[0].SameShape(graph.iterations[1]));
+}
+
 TEST(ProgramGraphTest, TheTeardownDoesNotMakeTheLastIterationsWeightsIntermediates) {
   // W is deactivated after the last kernel of the last iteration: the
   // program's end, not a death within the iteration, so both iterations

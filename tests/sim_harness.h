@@ -30,6 +30,7 @@ struct SimRun {
   RunStats stats;
 };
 
+// `observer`, if given, watches the engine (kernel and transfer times).
 inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, Policy& policy,
                        const DeviceConfig& device = TestDevice(),
                        ReplayPolicy replay = ReplayPolicy::kBatch,

@@ -183,16 +183,23 @@ TEST(UffdRemoteMap, AFaultIsAnsweredWithARemoteMapping) {
   ExpectSameRemoteTraffic(runs);
 }
 
-TEST(UffdRemoteMap, AFreeTakesTheMappingDown) {
-  // Block 0 is written through a mapping, freed and allocated again: the
-  // next kernel must find fresh pages on the device (a zero-fill fault each),
-  // not the host copy's old words through a mapping left behind.
+// Kernel 1 writes block 0; the block is freed and allocated again; kernel 2
+// reads it.
+ProgramBuilder WrittenFreedAndReallocated() {
   ProgramBuilder program;
   program.Alloc(0, 1)
       .Kernel(1, 10 * kUs, {0}, /*write=*/true)
       .Free(0, 1)
       .Alloc(0, 1)
       .Kernel(2, 10 * kUs, {0});
+  return program;
+}
+
+TEST(UffdRemoteMap, AFreeTakesTheMappingDown) {
+  // Block 0 is written through a mapping, freed and allocated again: the
+  // next kernel must find fresh pages on the device (a zero-fill fault each),
+  // not the host copy's old words through a mapping left behind.
+  const ProgramBuilder program = WrittenFreedAndReallocated();
   const BothRuns runs = RunOnBoth(program, 1, [](ScriptedMoves& policy) {
     policy.At(1, [](PolicyContext& c) { c.MapRemote(Block(0), FullPageMask()); });
   });
@@ -213,12 +220,7 @@ TEST(UffdRemoteMap, PagesWithNoDataYetReadAsZeroesThroughAMapping) {
   // As above, but block 0 is mapped remotely again once reallocated: its
   // host copy still holds kernel 1's words, and the mapping must show
   // zeroes instead, as a migration would have zero-filled the pages.
-  ProgramBuilder program;
-  program.Alloc(0, 1)
-      .Kernel(1, 10 * kUs, {0}, /*write=*/true)
-      .Free(0, 1)
-      .Alloc(0, 1)
-      .Kernel(2, 10 * kUs, {0});
+  const ProgramBuilder program = WrittenFreedAndReallocated();
   const BothRuns runs = RunOnBoth(program, 1, [](ScriptedMoves& policy) {
     auto map = [](PolicyContext& c) { c.MapRemote(Block(0), FullPageMask()); };
     policy.At(1, map);

@@ -161,7 +161,7 @@ TEST(RegistryRangesTest, FactoriesNoLongerSeeOutOfRangeValues) {
 }
 
 TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
-  EXPECT_EQ(DevicePresets().Names(), "a100-pcie4, g10-a100, h200, v100-pcie3");
+  EXPECT_EQ(DevicePresets().Names(), "a100-pcie4, g10-a100, h200, v100-nvlink2, v100-pcie3");
   absl::StatusOr<DeviceConfig> h200 = DevicePreset("h200");
   ASSERT_TRUE(h200.ok());
   EXPECT_EQ(h200->name, "h200");
@@ -176,10 +176,16 @@ TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
   EXPECT_EQ(v100->link.h2d_bytes_per_second, 15.754e9);
   EXPECT_EQ(v100->fault_latency_ns, 45000);
   EXPECT_EQ(v100->compute.sm_count, 80);
+  // The LMS paper's NVLink machine: the same V100, 75 GB/s each way.
+  absl::StatusOr<DeviceConfig> nvlink = DevicePreset("v100-nvlink2");
+  ASSERT_TRUE(nvlink.ok());
+  EXPECT_EQ(nvlink->link.h2d_bytes_per_second, 75e9);
+  EXPECT_EQ(nvlink->link.d2h_bytes_per_second, 75e9);
+  EXPECT_EQ(nvlink->compute.sm_count, v100->compute.sm_count);
   absl::StatusOr<DeviceConfig> unknown = DevicePreset("b200");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().message(),
-            "unknown device 'b200'; presets: a100-pcie4, g10-a100, h200, v100-pcie3");
+            "unknown device 'b200'; presets: a100-pcie4, g10-a100, h200, v100-nvlink2, v100-pcie3");
   for (const DevicePresetEntry* entry : DevicePresets().Entries()) {
     EXPECT_FALSE(entry->description.empty()) << entry->name;
   }

@@ -36,7 +36,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/policy.h"
-#include "policies/g10/iteration_plans.h"
+#include "core/iteration_plans.h"
 #include "policies/g10/tensor_vitality.h"
 
 namespace umlab {

@@ -18,7 +18,7 @@
 
 #include "core/policy.h"
 #include "policies/g10/g10_planner.h"
-#include "policies/g10/iteration_plans.h"
+#include "core/iteration_plans.h"
 
 namespace umlab {
 

@@ -23,7 +23,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "core/policy.h"
-#include "policies/g10/iteration_plans.h"
+#include "core/iteration_plans.h"
 
 namespace umlab {
 

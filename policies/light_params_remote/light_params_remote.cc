@@ -1,6 +1,5 @@
 #include "policies/light_params_remote/light_params_remote.h"
 
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -9,45 +8,40 @@
 namespace umlab {
 
 absl::Status LightParamsRemotePolicy::Plan(const PlanInput& input) {
-  for (const IterationGraph& iteration : input.program.iterations) {
+  plans_.Build(input.program, [](const IterationGraph& iteration) {
     std::vector<bool> reread(iteration.tensors.size(), false);
     for (const GraphKernel& kernel : iteration.kernels) {
       for (uint32_t t : kernel.reread) reread[t] = true;
     }
-    // Kernels before the first marker graph as an iteration 0 of their
-    // own, ahead of the marker's: the marker's plan replaces theirs.
-    Pages& pages = plans_[iteration.index];
-    pages.clear();
-    light_bytes_ = heavy_bytes_ = 0;
-    last_index_ = std::max(last_index_, iteration.index);
+    LightPages plan;
+    plan.kernel_count = iteration.kernels.size();
     for (size_t t = 0; t < iteration.tensors.size(); ++t) {
       const GraphTensor& tensor = iteration.tensors[t];
       if (tensor.role != TensorRole::kParameter) continue;
-      (reread[t] ? heavy_bytes_ : light_bytes_) += tensor.size;
+      (reread[t] ? plan.reread_bytes : plan.light_bytes) += tensor.size;
       if (reread[t]) continue;
       // Whole pages only: a page shared with a neighbour is the
       // neighbour's too, and may be reread.
       ForEachBlockRange(tensor.address, tensor.size, /*whole_pages_only=*/true,
-                        [&](BlockNumber block, const PageMask& mask) { pages[block] |= mask; });
+                        [&](BlockNumber block, const PageMask& mask) {
+                          plan.pages[block] |= mask;
+                        });
     }
-  }
+    return plan;
+  });
   return absl::OkStatus();
 }
 
 void LightParamsRemotePolicy::OnIterationBegin(uint64_t iteration) {
-  // Past the last iteration graphed, the last one's plan holds.
-  auto it = plans_.find(std::min(iteration, last_index_));
-  current_ = it == plans_.end() ? nullptr : &it->second;
-  if (current_ == nullptr) return;
+  plans_.BeginIteration(iteration);
+  marked_ = true;
+  if (plans_.current() == nullptr) return;
   // Pages on the device stay there until evicted; the rest are mapped.
-  for (const auto& [block, pages] : *current_) context().MapRemote(block, pages);
+  for (const auto& [block, pages] : plans_.current()->pages) context().MapRemote(block, pages);
 }
 
 void LightParamsRemotePolicy::OnEvicted(BlockNumber block, const PageMask& pages) {
-  if (current_ == nullptr) return;
-  auto it = current_->find(block);
-  if (it == current_->end()) return;
-  const PageMask light = pages & it->second;
+  const PageMask light = LightPagesOf(block) & pages;
   if (light.none()) return;
   eviction_mappings_ += light.count();
   context().MapRemote(block, light);
@@ -55,17 +49,25 @@ void LightParamsRemotePolicy::OnEvicted(BlockNumber block, const PageMask& pages
 
 PageMask LightParamsRemotePolicy::MapRemotelyOnFault(BlockNumber block,
                                                      const PageMask& faulted) {
-  if (current_ == nullptr) return PageMask();
-  auto it = current_->find(block);
-  if (it == current_->end()) return PageMask();
-  const PageMask remote = faulted & it->second;
+  const PageMask remote = LightPagesOf(block) & faulted;
   fault_mappings_ += remote.count();
   return remote;
 }
 
+PageMask LightParamsRemotePolicy::LightPagesOf(BlockNumber block) const {
+  // Before the first marker the kernels initialise the parameters, once
+  // each: that says nothing about how the training reads them.
+  const LightPages* plan = marked_ ? plans_.current() : nullptr;
+  if (plan == nullptr) return PageMask();
+  auto it = plan->pages.find(block);
+  return it == plan->pages.end() ? PageMask() : it->second;
+}
+
 void LightParamsRemotePolicy::ReportStats(PolicyStats& out) const {
-  out.AddCount("light_param_bytes", light_bytes_);
-  out.AddCount("reread_param_bytes", heavy_bytes_);
+  // The last iteration's plan: the steady one.
+  const LightPages* last = plans_.last();
+  out.AddCount("light_param_bytes", last == nullptr ? 0 : last->light_bytes);
+  out.AddCount("reread_param_bytes", last == nullptr ? 0 : last->reread_bytes);
   out.AddCount("pages_mapped_at_evictions", eviction_mappings_);
   out.AddCount("pages_mapped_at_faults", fault_mappings_);
 }

@@ -6,14 +6,12 @@
 // the device it takes frames that activations then lose; a GEMM's weight,
 // read once per tile of its input's rows, does not (docs/devices.md,
 // "Remote access"). So:
-//   - by plan: at each iteration's start, the pages of every parameter that
-//     no kernel rereads are mapped remotely (MapRemote); they never take a
-//     frame;
+//   - by plan: at each iteration's start, the pages of every parameter no
+//     kernel rereads are mapped remotely (MapRemote): they take no frame;
 //   - per eviction: a page of such a parameter that was on the device when
 //     the iteration began is mapped as soon as it is evicted (OnEvicted),
-//     so it does not fault back in; on the cuda backend, whose driver
-//     serves faults before the engine hears of them, that is the only way
-//     such a page leaves the device for good;
+//     so it does not fault back in (on cuda, whose driver serves faults
+//     before the engine hears of them, the only way it leaves for good);
 //   - per fault: one that faults anyway is answered with a mapping rather
 //     than a copy (MapRemotelyOnFault);
 //   - everything else migrates on demand, evicting the least recently
@@ -27,6 +25,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/iteration_plans.h"
 #include "core/policy.h"
 
 namespace umlab {
@@ -42,14 +41,19 @@ class LightParamsRemotePolicy final : public Policy {
   void ReportStats(PolicyStats& out) const override;
 
  private:
-  using Pages = absl::flat_hash_map<BlockNumber, PageMask>;
-  // Per iteration marker (IterationGraph::index): the light parameters'
-  // pages. Kernels before the first marker (initialisation) go unplanned.
-  absl::flat_hash_map<uint64_t, Pages> plans_;
-  uint64_t last_index_ = 0;
-  const Pages* current_ = nullptr;
-  uint64_t light_bytes_ = 0;  // in the last iteration planned
-  uint64_t heavy_bytes_ = 0;
+  // One iteration's light parameters' pages.
+  struct LightPages {
+    absl::flat_hash_map<BlockNumber, PageMask> pages;
+    uint64_t light_bytes = 0;
+    uint64_t reread_bytes = 0;
+    size_t kernel_count = 0;
+    size_t kernels() const { return kernel_count; }
+  };
+  // Of `block`, the running iteration's light pages.
+  PageMask LightPagesOf(BlockNumber block) const;
+
+  IterationPlans<LightPages> plans_;
+  bool marked_ = false;  // an iteration marker has come: initialisation is over
   uint64_t fault_mappings_ = 0;
   uint64_t eviction_mappings_ = 0;
 };

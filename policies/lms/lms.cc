@@ -134,46 +134,30 @@ absl::StatusOr<LmsPlan> PlanLms(const IterationGraph& iteration,
 }
 
 absl::Status LmsPolicy::Plan(const PlanInput& input) {
-  const std::vector<IterationGraph>& iterations = input.program.iterations;
-  for (size_t i = 0; i < iterations.size(); ++i) {
-    if (i > 0 && iterations[i].SameShape(iterations[i - 1])) {
-      plans_.push_back(plans_.back());
-    } else {
-      absl::StatusOr<LmsPlan> plan = PlanLms(iterations[i], input.program.kernel_names,
-                                             options_, input.capacity_bytes);
-      if (!plan.ok()) return plan.status();
-      plans_.push_back(std::make_shared<const LmsPlan>(*std::move(plan)));
-      ++distinct_plans_;
-    }
-    plan_of_marker_[iterations[i].index] = i;
-  }
-  // A program without iteration markers runs its one plan from the start.
-  current_ = plans_.empty() ? nullptr : plans_.front().get();
-  next_kernel_ = 0;
-  return absl::OkStatus();
+  return plans_.TryBuild(input.program, [&](const IterationGraph& iteration) {
+    return PlanLms(iteration, input.program.kernel_names, options_, input.capacity_bytes);
+  });
 }
 
 void LmsPolicy::OnIterationBegin(uint64_t iteration) {
-  auto it = plan_of_marker_.find(iteration);
-  const LmsPlan* plan = it == plan_of_marker_.end() ? nullptr : plans_[it->second].get();
+  const LmsPlan* before = plans_.current();
+  plans_.BeginIteration(iteration);
   // Tensor numbers belong to a plan: another plan's mean other tensors.
-  if (plan != current_) leaving_.clear();
-  current_ = plan;
-  next_kernel_ = 0;
+  if (plans_.current() != before) leaving_.clear();
 }
 
 void LmsPolicy::OnKernelBegin(uint32_t exec_id) {
   running_ = nullptr;
-  const size_t kernel = next_kernel_++;
-  if (current_ == nullptr || kernel >= current_->kernels() ||
-      current_->exec_ids[kernel] != exec_id) {
-    ++unplanned_kernels_;  // not the kernel the plan expected: leave it to the engine
+  const auto [plan, kernel] = plans_.NextKernel();
+  if (plan == nullptr) return;  // no plan covers it: leave it to the engine
+  if (plan->exec_ids[kernel] != exec_id) {
+    ++mismatched_kernels_;  // not the kernel the plan expected: the same
     return;
   }
-  running_ = current_;
+  running_ = plan;
   running_kernel_ = kernel;
-  for (uint32_t t : current_->uses[kernel]) {
-    const LmsPlan::Tensor& tensor = current_->tensors[t];
+  for (uint32_t t : plan->uses[kernel]) {
+    const LmsPlan::Tensor& tensor = plan->tensors[t];
     const uint64_t from_host = SwapIn(tensor, exec_id);
     if (tensor.managed && from_host > 0) {
       ++swap_ins_;
@@ -268,8 +252,9 @@ std::vector<std::pair<uint32_t, uint64_t>> LmsPolicy::SwapOut(
 }
 
 void LmsPolicy::OnAllocatorEvent(const Event& event) {
-  if (event.kind != EventKind::kDeactivate || current_ == nullptr) return;
-  if (!current_->managed_at.contains(event.address)) return;
+  const LmsPlan* current = plans_.current();
+  if (event.kind != EventKind::kDeactivate || current == nullptr) return;
+  if (!current->managed_at.contains(event.address)) return;
   // A managed tensor is freed: LMS drops a dead blob instead of copying it
   // back. The engine drops only the pages the allocator now holds free.
   ++discards_;
@@ -302,10 +287,10 @@ std::optional<BlockNumber> LmsPolicy::ChooseVictim(const VictimQuery& query) {
 }
 
 void LmsPolicy::ReportStats(PolicyStats& out) const {
-  out.AddCount("plans", distinct_plans_);
-  if (!plans_.empty()) {
+  out.AddCount("plans", plans_.distinct());
+  if (const LmsPlan* last = plans_.last(); last != nullptr) {
     // The last iteration's plan: the steady one.
-    const LmsPlan& plan = *plans_.back();
+    const LmsPlan& plan = *last;
     out.AddCount("managed_tensors", plan.managed_tensors);
     out.AddCount("small_tensors", plan.small_tensors);
     out.AddCount("kept_tensors", plan.kept_tensors);
@@ -318,7 +303,7 @@ void LmsPolicy::ReportStats(PolicyStats& out) const {
   out.AddCount("swap_out_retries", swap_out_retries_);
   out.AddCount("discards", discards_);
   out.AddCount("fallback_victims", fallback_victims_);
-  out.AddCount("kernels_unplanned", unplanned_kernels_);
+  out.AddCount("kernels_unplanned", plans_.unplanned_kernels() + mismatched_kernels_);
 }
 
 UMLAB_REGISTER_POLICY(

@@ -41,6 +41,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "core/iteration_plans.h"
 #include "core/policy.h"
 
 namespace umlab {
@@ -110,19 +111,14 @@ class LmsPolicy final : public Policy {
                                                      const std::vector<uint32_t>& tensors);
 
   LmsOptions options_;
-  // One plan per graph iteration; an iteration shaped like the one before
-  // shares its plan.
-  std::vector<std::shared_ptr<const LmsPlan>> plans_;
-  absl::flat_hash_map<uint64_t, size_t> plan_of_marker_;  // iteration marker -> plans_
-  const LmsPlan* current_ = nullptr;  // the plan of the iteration running now
-  size_t next_kernel_ = 0;            // its index of the next kernel to begin
+  IterationPlans<LmsPlan> plans_;
   const LmsPlan* running_ = nullptr;  // set between a planned kernel's begin and end
   size_t running_kernel_ = 0;
   // Tensors asked to leave at the last kernel end; the next end asks again
   // for the pages of any whose block was busy then.
   std::vector<uint32_t> leaving_;
-  uint64_t distinct_plans_ = 0;
-  uint64_t unplanned_kernels_ = 0;
+  // Kernels a plan covered but that were not the ones it expected.
+  uint64_t mismatched_kernels_ = 0;
   uint64_t swap_ins_ = 0;
   uint64_t swap_in_bytes_ = 0;
   uint64_t swap_outs_ = 0;

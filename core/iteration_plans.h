@@ -1,10 +1,10 @@
 // Plans made per iteration of the program (core/program_graph.h), and the
-// one the run is in now: what every policy that plans ahead in this folder
-// (g10 and G10's baselines) carries out kernel by kernel. An iteration
+// one the run is in now: what a policy that plans ahead (g10 and G10's
+// baselines, lms, light-params-remote) carries out kernel by kernel. An iteration
 // shaped like the one before it (same kernels, same tensors) shares its
 // plan. A Plan says how many kernels it covers: size_t kernels() const.
-#ifndef UMLAB_POLICIES_G10_ITERATION_PLANS_H_
-#define UMLAB_POLICIES_G10_ITERATION_PLANS_H_
+#ifndef UMLAB_CORE_ITERATION_PLANS_H_
+#define UMLAB_CORE_ITERATION_PLANS_H_
 
 #include <cstdint>
 #include <memory>
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/program_graph.h"
 
 namespace umlab {
@@ -22,12 +24,24 @@ class IterationPlans {
   // Plans each iteration with make(const IterationGraph&) -> Plan.
   template <typename Make>
   void Build(const ProgramGraph& program, Make make) {
+    absl::Status built = TryBuild(program, [&](const IterationGraph& iteration) {
+      return absl::StatusOr<Plan>(make(iteration));
+    });
+    (void)built;  // make cannot fail
+  }
+
+  // The same with make(const IterationGraph&) -> absl::StatusOr<Plan>: the
+  // first iteration it refuses fails the whole.
+  template <typename Make>
+  absl::Status TryBuild(const ProgramGraph& program, Make make) {
     const std::vector<IterationGraph>& iterations = program.iterations;
     for (size_t i = 0; i < iterations.size(); ++i) {
       if (i > 0 && iterations[i].SameShape(iterations[i - 1])) {
         plans_.push_back(plans_.back());
       } else {
-        plans_.push_back(std::make_shared<const Plan>(make(iterations[i])));
+        absl::StatusOr<Plan> plan = make(iterations[i]);
+        if (!plan.ok()) return plan.status();
+        plans_.push_back(std::make_shared<const Plan>(*std::move(plan)));
         ++distinct_;
       }
       by_marker_[iterations[i].index] = i;
@@ -35,6 +49,7 @@ class IterationPlans {
     // A program without iteration markers runs its one plan from the start.
     current_ = plans_.empty() ? nullptr : plans_.front().get();
     next_kernel_ = 0;
+    return absl::OkStatus();
   }
 
   // The program's iteration marker `index`: its plan from here on.
@@ -73,4 +88,4 @@ class IterationPlans {
 
 }  // namespace umlab
 
-#endif  // UMLAB_POLICIES_G10_ITERATION_PLANS_H_
+#endif  // UMLAB_CORE_ITERATION_PLANS_H_

@@ -10,6 +10,11 @@ struct ComputeSpec {
   double peak_flops_tensor = 312e12;      // FLOP/s for fp16/bf16 matrix work
   double memory_bytes_per_second = 1.555e12;  // HBM bandwidth
   int sm_count = 108;
+  // What host kernels (KernelPlace::kHost) run at: the CPU's memory
+  // bandwidth as a multi-threaded streaming kernel sustains it (CPU-Adam
+  // is bound by it: it touches 28 bytes per fp16 parameter and does a few
+  // FLOPs per byte). Presets give their source (emu/device_presets.cc).
+  double host_memory_bytes_per_second = 50e9;
 };
 
 }  // namespace umlab

@@ -164,6 +164,70 @@ void Engine::DropResident(BlockState& block, const PageMask& pages) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Host kernels.
+
+void Engine::ClaimForHost(uint64_t address, uint64_t size, bool write) {
+  ForEachBlockRange(address, size, false, [&](BlockNumber number, const PageMask& pages) {
+    HostClaim& claim = host_claims_[number];
+    claim.pages |= pages;
+    if (write) claim.written |= pages;
+    host_unsettled_.insert(number);
+  });
+  SettleHostClaims();
+  EndStep();
+}
+
+void Engine::SettleHostClaims() {
+  for (auto it = host_unsettled_.begin(); it != host_unsettled_.end();) {
+    BlockState& block = memory_.Get(*it);
+    const PageMask pages = host_claims_[*it].pages;
+    if ((block.in_storage & pages).any()) {
+      if (health_.ok()) {
+        health_ = absl::FailedPreconditionError(absl::StrFormat(
+            "kernel %d runs on the host and touches pages the engine keeps in storage, which "
+            "umlab does not model the CPU reaching; run host kernels on a device without a "
+            "storage tier",
+            current_exec_id_));
+      }
+      host_unsettled_.erase(it++);
+      continue;
+    }
+    // Pages on their way land first; a block with a transfer in flight
+    // keeps its frame and pages until it is done, as a pre-eviction waits.
+    if ((block.in_flight & pages).any() || block.transfers_in_flight > 0) {
+      ++it;
+      continue;
+    }
+    if (const PageMask resident = block.resident & pages; resident.any()) {
+      const uint64_t written_back = stats_.d2h_bytes;
+      EvictPages(block, resident, MemoryTier::kHost);
+      stats_.host_writeback_bytes += stats_.d2h_bytes - written_back;
+      NoteFreeSpace();
+      ++it;  // settles once the write-back is done
+      continue;
+    }
+    host_unsettled_.erase(it++);
+  }
+}
+
+void Engine::ReleaseHostClaims() {
+  for (const auto& [number, claim] : host_claims_) {
+    BlockState& block = memory_.Get(number);
+    // What the CPU wrote is the pages' data now, in host memory.
+    const PageMask written = claim.written & block.invalid;
+    if (written.any()) {
+      block.invalid &= ~written;
+      memory_.PlaceCopies(block, written, MemoryTier::kHost);
+    }
+  }
+  NoteTierPeaks();
+  host_claims_.clear();
+  host_unsettled_.clear();
+  PumpPrefetches();
+  EndStep();
+}
+
 void Engine::BeginIteration(uint64_t index) {
   CloseIteration();
   policy_.OnIterationBegin(index);
@@ -350,7 +414,7 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
 
   const PageMask wanted =
       (policy_.ExpandFault(faulted.block, missing) | missing) & ~block.resident &
-      ~block.in_flight;
+      ~block.in_flight & ~HostHeld(faulted.block);
   const bool arriving_block = !block.has_frame;
   std::optional<TransferId> after = ObtainFrame(block, VictimReason::kFault);
   if (!after.has_value()) {
@@ -612,6 +676,7 @@ void Engine::OnTransferComplete(TransferId id) {
     if (limited) --prefetches_in_flight_;
     policy_.OnMigrated(transfer.block, transfer.pages, transfer.kind);
   }
+  if (!host_unsettled_.empty()) SettleHostClaims();
   if (batch_outstanding_.erase(id) > 0) {
     if (config_.replay == ReplayPolicy::kBlock) {
       backend_.Replay(ReplayPolicy::kBlock, transfer.block,
@@ -741,7 +806,8 @@ void Engine::PumpPrefetches() {
 
 void Engine::IssueAhead(const PrefetchRequest& request, bool populate) {
   BlockState& block = memory_.Get(request.block);
-  PageMask pages = request.pages & ~block.resident & ~block.in_flight;
+  // Pages a host kernel holds stay in host memory until it ends.
+  PageMask pages = request.pages & ~block.resident & ~block.in_flight & ~HostHeld(block.number);
   if (populate) pages &= block.invalid;
   if (pages.none()) return;
   std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
@@ -801,6 +867,12 @@ absl::Status Engine::CheckInvariants() const {
       return absl::InternalError(absl::StrFormat(
           "block %#x maps a page remotely that is on the device, arriving, without data or "
           "in storage",
+          block.number * kBlockSize));
+    }
+    if (!host_unsettled_.contains(block.number) &&
+        ((block.resident | block.in_flight) & HostHeld(block.number)).any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x has pages on the device that a running host kernel holds",
           block.number * kBlockSize));
     }
     device_pages += (block.resident | block.in_flight).count();

@@ -102,6 +102,20 @@ class Engine final : public TransferListener, private PolicyContext {
   // with their data.
   void OnDevicePagesArrived(BlockNumber block, const PageMask& pages);
 
+  // --- Host kernels (KernelPlace::kHost) ---
+  // A host kernel reaches managed memory as the CPU does under UVM: the
+  // pages it touches leave the device before it runs (written back where
+  // the device dirtied them, after any migration of them has landed), and
+  // they stay in host memory, out of every prefetch's reach, until it ends.
+  // The backend claims each of the kernel's accesses at its begin, runs it
+  // once HostClaimsSettled(), and releases the claims at its end. Pages in
+  // a storage tier are out of the CPU's reach here: claiming one is an
+  // error (health()).
+  void ClaimForHost(uint64_t address, uint64_t size, bool write);
+  bool HostClaimsSettled() const { return host_unsettled_.empty(); }
+  // The host kernel is over: pages it wrote hold data in host memory now.
+  void ReleaseHostClaims();
+
   // No transfer of the engine's is still running.
   bool Quiescent() const { return inflight_.empty(); }
 
@@ -170,6 +184,15 @@ class Engine final : public TransferListener, private PolicyContext {
   void MapRemote(BlockNumber block, const PageMask& pages) override;
   void UnmapRemote(BlockNumber block, const PageMask& pages) override;
 
+  // Moves each unsettled host claim on as far as it can go now: evicts
+  // claimed pages that are resident in a block with nothing in flight, and
+  // settles a claim once none of its pages is on the device or on its way.
+  void SettleHostClaims();
+  // The pages of `block` a host kernel holds (none when no claim).
+  PageMask HostHeld(BlockNumber block) const {
+    auto it = host_claims_.find(block);
+    return it == host_claims_.end() ? PageMask() : it->second.pages;
+  }
   // Takes down the remote mappings of those `pages` that have one (a
   // migration, a free or a discard of them).
   void DropRemote(BlockState& block, const PageMask& pages);
@@ -304,6 +327,15 @@ class Engine final : public TransferListener, private PolicyContext {
   };
   std::deque<PreEvictRequest> pre_evict_queue_;
   int prefetches_in_flight_ = 0;
+
+  // The running host kernel's claims, per block: the pages it touches and
+  // of them those it writes; and the blocks whose claims are not settled.
+  struct HostClaim {
+    PageMask pages;
+    PageMask written;
+  };
+  absl::flat_hash_map<BlockNumber, HostClaim> host_claims_;
+  absl::flat_hash_set<BlockNumber> host_unsettled_;
 
   uint32_t current_exec_id_ = 0;
   bool in_iteration_ = false;

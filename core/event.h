@@ -20,7 +20,7 @@ enum class EventKind : uint8_t {
   kFree = 3,            // [address, address+size) returned to the device
   kActivate = 4,        // the allocator hands [address, address+size) to a tensor (cause: its role)
   kDeactivate = 5,      // the allocator frees that range: its bytes are now garbage
-  kKernelDefine = 6,    // exec_id gets `name`; precedes the first begin of that id
+  kKernelDefine = 6,    // exec_id gets `name` (cause: its KernelPlace); precedes its first begin
   kKernelBegin = 7,     // exec_id starts; `duration_ns` is its pure compute time
   kAccess = 8,          // the running kernel touches [address, address+size)
   kKernelEnd = 9,       // exec_id ends
@@ -37,6 +37,14 @@ enum class EventKind : uint8_t {
   kInvalidate = 19,  // size bytes dropped without write-back from block at address
 };
 
+// Where a kernel runs, carried in Event::cause for kKernelDefine. A host
+// kernel is CPU work in the program's order (an optimizer step on the CPU,
+// a host loop between copies): its `duration_ns` is CPU time and its
+// accesses are the CPU's. Under UVM a CPU access to a page on the device
+// takes the page back to host memory first (written back if the device
+// dirtied it), and the page stays there until the device touches it again.
+enum class KernelPlace : uint8_t { kDevice = 0, kHost = 1 };
+
 // Why a migration happened, carried in Event::cause for kMigrate.
 enum class MigrationCause : uint8_t { kFault = 0, kPrefetch = 1 };
 
@@ -46,7 +54,8 @@ struct Event {
   EventKind kind = EventKind::kIterationBegin;
   AccessType access = AccessType::kRead;  // kAccess, kFault
   uint8_t cause = 0;                      // kMigrate: a MigrationCause; kActivate: the
-                                          // tensor's role + 1, 0 if unknown (tensor_role.h)
+                                          // tensor's role + 1, 0 if unknown (tensor_role.h);
+                                          // kKernelDefine: a KernelPlace
   uint32_t exec_id = 0;                   // kernel events, kFault
   uint32_t sm = 0;                        // kFault: the faulting SM
   uint64_t address = 0;                   // bytes

@@ -26,6 +26,18 @@ bool KernelAssembler::Next() {
           return Fail(event_, "an access outside any kernel");
         case EventKind::kKernelEnd:
           return Fail(event_, "a kernel end with no kernel running");
+        case EventKind::kKernelDefine:
+          if (event_.cause > static_cast<uint8_t>(KernelPlace::kHost)) {
+            return Fail(event_, absl::StrFormat("kernel %d is defined to run in place %d, "
+                                                "which is neither the device (0) nor the host (1)",
+                                                event_.exec_id, event_.cause));
+          }
+          if (event_.cause == static_cast<uint8_t>(KernelPlace::kHost)) {
+            host_kernels_.insert(event_.exec_id);
+          } else {
+            host_kernels_.erase(event_.exec_id);
+          }
+          return true;
         default:
           return true;
       }

@@ -2,12 +2,14 @@
 // outside any kernel as it comes, or a whole kernel (its begin, its accesses,
 // its end) once the end arrives. Every backend runs a kernel only when it has
 // all of it, so the structure of the stream is checked here, once, with one
-// wording per malformed-program error.
+// wording per malformed-program error. It also remembers which execution ids
+// were defined as host kernels (KernelPlace).
 #ifndef UMLAB_CORE_KERNEL_ASSEMBLER_H_
 #define UMLAB_CORE_KERNEL_ASSEMBLER_H_
 
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/event.h"
@@ -36,6 +38,8 @@ class KernelAssembler {
   }
   // Begin, accesses and end in program order: what a recorder writes.
   absl::Span<const Event> kernel_events() const { return kernel_; }
+  // Whether the current kernel runs on the host (its define said so).
+  bool kernel_on_host() const { return host_kernels_.contains(kernel_.front().exec_id); }
 
   // OK after a clean end; the source's error or the malformed-program error
   // otherwise.
@@ -47,6 +51,7 @@ class KernelAssembler {
   EventSource& program_;
   Event event_;
   std::vector<Event> kernel_;  // reused: its capacity outlives each kernel
+  absl::flat_hash_set<uint32_t> host_kernels_;  // exec ids defined as host kernels
   bool is_kernel_ = false;
   absl::Status status_;
 };

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace umlab {
 namespace {
 
@@ -209,11 +211,15 @@ class GraphBuilder {
 absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
   std::vector<SlimEvent> events;
   absl::flat_hash_map<uint32_t, std::string> names;
+  absl::flat_hash_set<uint32_t> host_kernels;
   bool has_activations = false;
   Event event;
   while (program.Next(event)) {
     if (event.kind == EventKind::kKernelDefine) {
       names[event.exec_id] = event.name;
+      if (event.cause == static_cast<uint8_t>(KernelPlace::kHost)) {
+        host_kernels.insert(event.exec_id);
+      }
       continue;
     }
     if (!event.IsProgramEvent()) continue;
@@ -228,6 +234,13 @@ absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
   for (const SlimEvent& slim : events) builder.Add(slim);
   ProgramGraph graph = builder.Finish();
   graph.kernel_names = std::move(names);
+  if (!host_kernels.empty()) {
+    for (IterationGraph& iteration : graph.iterations) {
+      for (GraphKernel& kernel : iteration.kernels) {
+        kernel.on_host = host_kernels.contains(kernel.exec_id);
+      }
+    }
+  }
   return graph;
 }
 

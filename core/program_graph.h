@@ -55,7 +55,7 @@ struct TensorTouch {
 
 struct GraphKernel {
   uint32_t exec_id = 0;
-  Nanos duration_ns = 0;  // compute time
+  Nanos duration_ns = 0;  // compute time (CPU time for a host kernel)
   // Tensor indices into IterationGraph::tensors, ascending and distinct. An
   // atomic access counts as both.
   std::vector<uint32_t> reads;
@@ -70,6 +70,9 @@ struct GraphKernel {
   // The pages all its accesses visit, in tensors or not: the accesses its
   // issuers share (core/access_pace.h).
   uint64_t page_visits = 0;
+  // A host kernel (KernelPlace::kHost): CPU work whose accesses take pages
+  // off the device rather than onto it.
+  bool on_host = false;
 
   bool operator==(const GraphKernel&) const = default;
   // The same kernel with the same tensors, whatever it touches of them: an

@@ -78,6 +78,13 @@ struct RunStats {
   uint64_t remote_mapped_bytes = 0;
   uint64_t remote_read_bytes = 0;
   uint64_t remote_write_bytes = 0;
+  // Host kernels (KernelPlace::kHost): how many ran, the bytes written
+  // back so the CPU could reach their pages (part of d2h_bytes), and the
+  // time they waited for those write-backs and for migrations of their
+  // pages to land before they could start.
+  uint64_t host_kernels = 0;
+  uint64_t host_writeback_bytes = 0;
+  Nanos host_wait_ns = 0;
   // Real backends only: the engine learns of faults after the device has
   // already made the page resident, so residency can overshoot the budget
   // until the engine evicts. Estimated at each fault batch.

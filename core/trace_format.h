@@ -13,8 +13,9 @@
 //     0   magic[8]        89 55 4D 54 0D 0A 1A 0A ("\x89UMT\r\n\x1a\n"). The
 //                         high byte and CR/LF/^Z catch text-mode transfers and
 //                         stop `cat` from dumping binary, as PNG's magic does.
-//     8   u32 version     kTraceVersion (3; version 2 lacks `rereads`, version 1
-//                         also kKernelFaultTimes).
+//     8   u32 version     kTraceVersion (4; version 3 has no host kernels (a
+//                         kKernelDefine's cause), version 2 also lacks
+//                         `rereads`, version 1 also kKernelFaultTimes).
 //     12  u32 meta_size   bytes of the metadata block, <= kMaxMetadataBytes.
 //     16  u64 meta_hash   FNV-1a 64 of the metadata block.
 //     24  metadata block  varint entry_count (<= kMaxMetadataEntries), then
@@ -68,7 +69,7 @@ inline constexpr char kTraceMagic[8] = {'\x89', 'U', 'M', 'T', '\r', '\n', '\x1a
 // Bumped on any change a version-1 reader could misread: a new event kind or
 // field, a new frame type. Readers accept every version up to their own.
 // New metadata keys do not need a bump.
-inline constexpr uint32_t kTraceVersion = 3;
+inline constexpr uint32_t kTraceVersion = 4;
 
 inline constexpr size_t kFileHeaderBytes = 24;
 inline constexpr char kChunkTag[4] = {'U', 'M', 'T', 'C'};

@@ -174,6 +174,10 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "peak fp16/bf16 matrix TFLOP/s", kRate},
       {"hbm_gbps", ParamType::kDouble, Number(c.compute.memory_bytes_per_second / 1e9),
        "device memory bandwidth, GB/s", kRate},
+      {"cpu_gbps", ParamType::kDouble, Number(c.compute.host_memory_bytes_per_second / 1e9),
+       "the host CPU's memory bandwidth, which host kernels (an optimizer step on the CPU) "
+       "run at, GB/s",
+       kRate},
       {"launch_us", ParamType::kDouble, Number(c.kernel_launch_ns / 1e3),
        "gap between kernels, us", kMicros},
       {"grid_us", ParamType::kDouble, Number(c.kernel_grid_ns / 1e3),
@@ -232,6 +236,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.compute.peak_flops_fp32 = params->Double("fp32_tflops") * 1e12;
   c.compute.peak_flops_tensor = params->Double("tensor_tflops") * 1e12;
   c.compute.memory_bytes_per_second = params->Double("hbm_gbps") * 1e9;
+  c.compute.host_memory_bytes_per_second = params->Double("cpu_gbps") * 1e9;
   c.kernel_launch_ns = std::llround(params->Double("launch_us") * 1e3);
   c.kernel_grid_ns = std::llround(params->Double("grid_us") * 1e3);
   c.warps_per_sm = static_cast<int>(params->Int("warps"));

@@ -63,6 +63,17 @@ class ProgramBuilder {
     for (int block : blocks) Access(BlockAddress(block), kBlockSize, write);
     return End(exec_id);
   }
+  // Defines `exec_id` as a host kernel (KernelPlace::kHost): its launches
+  // are CPU work. Must come before its first begin.
+  ProgramBuilder& OnHost(uint32_t exec_id) {
+    Event event;
+    event.kind = EventKind::kKernelDefine;
+    event.exec_id = exec_id;
+    event.name = "host_kernel";
+    event.cause = static_cast<uint8_t>(KernelPlace::kHost);
+    events_.push_back(event);
+    return *this;
+  }
   ProgramBuilder& Begin(uint32_t exec_id, Nanos compute_ns) {
     Event event;
     event.kind = EventKind::kKernelBegin;

@@ -5,13 +5,14 @@
 namespace umlab {
 
 KernelEmitter::KernelEmitter(std::deque<Event>& out, uint32_t exec_id, Nanos duration_ns,
-                             const std::string* define_name)
+                             const std::string* define_name, KernelPlace place)
     : out_(out), exec_id_(exec_id) {
   Event event;
   event.exec_id = exec_id;
   if (define_name != nullptr) {
     event.kind = EventKind::kKernelDefine;
     event.name = *define_name;
+    event.cause = static_cast<uint8_t>(place);
     out_.push_back(std::move(event));
     event = Event{};
     event.exec_id = exec_id;

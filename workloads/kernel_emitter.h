@@ -16,10 +16,11 @@ namespace umlab {
 
 class KernelEmitter {
  public:
-  // Appends the define of `exec_id` named `*define_name` when that is not
-  // null (its first launch), then its begin with `duration_ns` of compute.
+  // Appends the define of `exec_id` named `*define_name`, running at
+  // `place`, when that is not null (its first launch), then its begin with
+  // `duration_ns` of compute.
   KernelEmitter(std::deque<Event>& out, uint32_t exec_id, Nanos duration_ns,
-                const std::string* define_name);
+                const std::string* define_name, KernelPlace place = KernelPlace::kDevice);
 
   // The kernel touches [address, address + size).
   void Access(AccessType access, uint64_t address, uint64_t size, uint32_t rereads = 0);

@@ -66,8 +66,8 @@ void TensorProgramBuilder::Launch(const std::string& name, double flops, bool te
       kernel_index_.try_emplace(name, static_cast<int>(program_.kernels.size()));
   if (inserted) {
     const double moved = bytes >= 0 ? bytes : AccessBytes(accesses);
-    program_.kernels.push_back(
-        KernelSpec{name, RooflineNanos(flops, moved, tensor_cores), std::move(accesses)});
+    program_.kernels.push_back(KernelSpec{name, RooflineNanos(flops, moved, tensor_cores),
+                                          std::move(accesses), KernelPlace::kDevice});
   } else {
     CheckSameAccesses(it->second, accesses);
   }
@@ -75,15 +75,22 @@ void TensorProgramBuilder::Launch(const std::string& name, double flops, bool te
 }
 
 void TensorProgramBuilder::LaunchTimed(const std::string& name, Nanos duration_ns,
-                                       std::vector<KernelAccess> accesses) {
+                                       std::vector<KernelAccess> accesses, KernelPlace place) {
   auto [it, inserted] =
       kernel_index_.try_emplace(name, static_cast<int>(program_.kernels.size()));
   if (inserted) {
-    program_.kernels.push_back(KernelSpec{name, duration_ns, std::move(accesses)});
+    program_.kernels.push_back(KernelSpec{name, duration_ns, std::move(accesses), place});
   } else {
     CheckSameAccesses(it->second, accesses);
   }
   steps_->push_back({ProgramStep::Kind::kLaunch, it->second});
+}
+
+void TensorProgramBuilder::LaunchOnHost(const std::string& name, double bytes,
+                                        std::vector<KernelAccess> accesses) {
+  const double nanos = std::ceil(bytes / spec_.host_memory_bytes_per_second * 1e9);
+  LaunchTimed(name, nanos < 1000.0 ? 1000 : static_cast<Nanos>(nanos), std::move(accesses),
+              KernelPlace::kHost);
 }
 
 void TensorProgramBuilder::CheckSameAccesses(int kernel,
@@ -311,7 +318,7 @@ class TensorProgramSource final : public EventSource {
     const KernelSpec& kernel = program_->kernels[kernel_index];
     // Execution ids start at 1: the kernel's index in the program, plus one.
     KernelEmitter emitter(pending_, static_cast<uint32_t>(kernel_index) + 1, kernel.duration_ns,
-                          defined_[kernel_index] ? nullptr : &kernel.name);
+                          defined_[kernel_index] ? nullptr : &kernel.name, kernel.place);
     defined_[kernel_index] = true;
     for (const KernelAccess& access : kernel.accesses) {
       const TensorSpec& tensor = program_->tensors[access.tensor];

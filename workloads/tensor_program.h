@@ -86,6 +86,7 @@ struct KernelSpec {
   std::string name;  // encodes layer and shapes, so it identifies the launch
   Nanos duration_ns = 0;
   std::vector<KernelAccess> accesses;
+  KernelPlace place = KernelPlace::kDevice;
 };
 
 struct ProgramStep {
@@ -132,9 +133,16 @@ class TensorProgramBuilder {
   // traffic (reading a strided view of a larger tensor, say).
   void Launch(const std::string& name, double flops, bool tensor_cores,
               std::vector<KernelAccess> accesses, double bytes = -1);
+  // Launches `name` on the host (KernelPlace::kHost): CPU work that moves
+  // `bytes` through host memory, at ComputeSpec::host_memory_bytes_per_second
+  // and at least 1 us. `bytes` counts everything the CPU touches, also
+  // what lives only in host memory (an optimizer's fp32 state in pinned
+  // buffers); `accesses` are its accesses to the program's managed tensors.
+  void LaunchOnHost(const std::string& name, double bytes, std::vector<KernelAccess> accesses);
   // Launches with a measured duration (an imported trace).
   void LaunchTimed(const std::string& name, Nanos duration_ns,
-                   std::vector<KernelAccess> accesses);
+                   std::vector<KernelAccess> accesses,
+                   KernelPlace place = KernelPlace::kDevice);
 
   // OK unless a kernel name was launched again with different accesses: a
   // generator bug that would give two launches one execution id.

@@ -100,6 +100,10 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
                         access.access != AccessType::kRead});
       }
       const Event& begin = assembler.kernel_begin();
+      if (assembler.kernel_on_host()) {
+        if (absl::Status s = ExecuteHostKernel(assembler, program_event); !s.ok()) return s;
+        continue;
+      }
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
         return s;
       }
@@ -275,6 +279,44 @@ absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
     AdvanceCursor(cursor, taken);
   }
   clock_.AdvanceTo((finish + kPicosPerNano - 1) / kPicosPerNano);
+  return error_;
+}
+
+absl::Status SimBackend::ExecuteHostKernel(const KernelAssembler& kernel,
+                                           absl::FunctionRef<void(const Event&)> program_event) {
+  if (options_.g10_faults() || driver_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "sim: kernel %d runs on the host, which the sim models only with the default "
+        "faults=batched and the policy in the driver (not faults=g10 or policy_from=user)",
+        kernel.kernel_begin().exec_id));
+  }
+  // No launch: the CPU runs it in program order, once the device's kernels
+  // before it are done (they are: kernels run back to back on one stream).
+  program_event(kernel.kernel_begin());
+  RunStats& stats = engine_->mutable_stats();
+  ++stats.host_kernels;
+  const Nanos start = clock_.now();
+  for (const Event& access : kernel.accesses()) {
+    engine_->ClaimForHost(access.address, access.size, access.access != AccessType::kRead);
+  }
+  while (!engine_->HostClaimsSettled()) {
+    if (!engine_->health().ok()) return engine_->health();
+    const Nanos next = NextSystemEventTime();
+    if (next == kNever) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "deadlock in host kernel %d: its pages are on the device and nothing moves them",
+          kernel.kernel_begin().exec_id));
+    }
+    ProcessSystemEventAtOrBefore(next);
+    if (!error_.ok()) return error_;
+  }
+  if (!engine_->health().ok()) return engine_->health();
+  stats.host_wait_ns += clock_.now() - start;
+  if (absl::Status s = AdvanceIdle(clock_.now() + kernel.kernel_begin().duration_ns); !s.ok()) {
+    return s;
+  }
+  engine_->ReleaseHostClaims();
+  program_event(kernel.kernel_end());
   return error_;
 }
 

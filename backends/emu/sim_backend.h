@@ -49,12 +49,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/event_sink.h"
 #include "core/event_source.h"
+#include "core/kernel_assembler.h"
 #include "emu/device_presets.h"
 #include "emu/device_memory.h"
 #include "emu/fault_buffer.h"
@@ -295,6 +297,12 @@ class SimBackend final : public Backend {
   // The engine that serves the fault buffer: the driver's in user mode.
   Engine& FaultServer() { return driver_ != nullptr ? *driver_ : *engine_; }
   absl::Status AdvanceIdle(Nanos until);
+  // Runs a host kernel (KernelPlace::kHost): its pages leave the device
+  // (Engine::ClaimForHost), then the CPU computes for its duration while
+  // the link and the engine go on; `program_event` passes its begin and end
+  // to the engines.
+  absl::Status ExecuteHostKernel(const KernelAssembler& kernel,
+                                 absl::FunctionRef<void(const Event&)> program_event);
   // Hands a transfer to the link (user mode: the device first makes room
   // for an arriving block).
   void Submit(const Transfer& transfer);

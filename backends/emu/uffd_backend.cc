@@ -330,6 +330,12 @@ absl::Status UffdBackend::Execute(EventSource& program) {
     if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
     if (assembler.is_kernel()) {
       const Event& kernel_begin = assembler.kernel_begin();
+      if (assembler.kernel_on_host()) {
+        return absl::UnimplementedError(absl::StrFormat(
+            "uffd: kernel %d runs on the host, which this backend does not run yet; run the "
+            "program on --backend=sim",
+            kernel_begin.exec_id));
+      }
       ranges_.clear();
       total_accesses_ = 0;
       for (const Event& access : assembler.accesses()) {

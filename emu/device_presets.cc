@@ -27,7 +27,12 @@ UMLAB_REGISTER_DEVICE(
          // configuration (G10, Table 2).
          .link = {15.754e9, 15.754e9, 5000},
          // fp32, tensor FLOP/s, HBM bandwidth, SMs: NVIDIA's V100 figures.
-         .compute = {15.7e12, 125e12, 900e9, 80},
+         // The host's CPU-Adam pace: MemFerry's V100 machine has 12 CPU
+         // cores; PyTorch's fused CPU Adam ran at 114 GB/s on 16 cores of
+         // the device machine's Xeon (bench/results/cpu-adam-h100-host),
+         // 7.1 GB/s a core, so 12 cores at that pace. An assumption: no
+         // source measures that machine.
+         .compute = {15.7e12, 125e12, 900e9, 80, 85.6e9},
          .fault_latency_ns = 45000,  // G10, Table 2
      }});
 
@@ -42,7 +47,7 @@ UMLAB_REGISTER_DEVICE(
          // ways together. The per-transfer cost is v100-pcie3's (no source
          // gives NVLink's).
          .link = {75e9, 75e9, 5000},
-         .compute = {15.7e12, 125e12, 900e9, 80},  // as v100-pcie3
+         .compute = {15.7e12, 125e12, 900e9, 80, 85.6e9},  // as v100-pcie3
          .fault_latency_ns = 45000,                // as v100-pcie3 (G10)
      }});
 
@@ -50,7 +55,9 @@ UMLAB_REGISTER_DEVICE(
     a100_pcie4, {"a100-pcie4", "A100 on PCIe 4 x16: the V100 machine with twice the link",
                  DeviceConfig{
                      .link = {31.508e9, 31.508e9, 5000},  // PCIe 4 x16: twice PCIe 3
-                     .compute = {19.5e12, 312e12, 1555e9, 108},  // NVIDIA's A100 figures
+                     // NVIDIA's A100 figures; the host as the device
+                     // machine's (h200 below).
+                     .compute = {19.5e12, 312e12, 1555e9, 108, 114e9},
                      .fault_latency_ns = 45000,                  // as v100-pcie3 (G10)
                  }});
 
@@ -76,7 +83,11 @@ UMLAB_REGISTER_DEVICE(
          // policy_calls, 2026-11-26).
          .link = {14.9e9, 12.3e9, 10000, 250000, /*full_duplex=*/false,
                   /*populate_overhead_ns=*/24500},
-         .compute = {67e12, 989e12, 4.8e12, 132},  // NVIDIA's H200 figures
+         // NVIDIA's H200 figures. The host: PyTorch 2.11's fused CPU Adam
+         // ran at 114 GB/s (0.245 ns a parameter, 28 bytes each) on the
+         // 16-core Xeon of the device machine that held an H100, whose
+         // plain copy ran at 91-123 GB/s (bench/results/cpu-adam-h100-host).
+         .compute = {67e12, 989e12, 4.8e12, 132, 114e9},
          // An isolated fault took 31 us end to end: 20 us of fault handling,
          // 10 us of transfer set-up, one page.
          .fault_latency_ns = 20000,
@@ -108,8 +119,9 @@ UMLAB_REGISTER_DEVICE(
                   // artifact's example.config has one 3.2 GB/s for both
                   // directions and a 12 us read; docs/devices.md.)
                   StorageConfig{true, 3.2e9, 3.0e9, 20000, 16000}},
-         .compute = {19.5e12, 312e12, 1555e9, 108},  // NVIDIA's A100 figures
-         .fault_latency_ns = 45000,                  // G10 Table 2
+         // NVIDIA's A100 figures; the host as the device machine's.
+         .compute = {19.5e12, 312e12, 1555e9, 108, 114e9},
+         .fault_latency_ns = 45000,  // G10 Table 2
          // G10's GPU_memory_size_GB and CPU_memory_line_GB, counted in GiB
          // as its simulator does.
          .memory_bytes = 40ull << 30,

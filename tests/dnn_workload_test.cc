@@ -1,6 +1,7 @@
 // The DNN training zoo: parameter counts against the published models, and
 // the structure of the streamed program (determinism, lifetimes, stable
 // execution ids) on small configurations.
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/workload_events.h"
 #include "core/memory_units.h"
+#include "core/tensor_role.h"
 #include "workloads/dnn/dnn_workload.h"
 #include "workloads/workload.h"
 
@@ -23,6 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 
 using ::umlab::testing::Drain;
+using ::umlab::testing::MakeWorkload;
 
 std::unique_ptr<Workload> Make(const std::string& spec) { return testing::MakeWorkload(spec); }
 
@@ -90,6 +93,8 @@ const char* const kConfigurations[] = {
     "resnet50:batch=2,image=32,iterations=2",
     "mobilenet:batch=2,image=32,iterations=2,classes=100,precision=fp16",
     "dlrm:batch=64,iterations=3",
+    "gpt2-small:batch=1,seq=16,iterations=2,precision=fp16,offload=true",
+    "dlrm:batch=64,iterations=2,offload=true",
 };
 
 class DnnStructureTest : public ::testing::TestWithParam<const char*> {};
@@ -291,6 +296,55 @@ TEST(DnnWorkloadTest, DescribePrintsTheFootprint) {
   EXPECT_EQ(f->optimizer_state_bytes, 2 * f->parameter_bytes);
   EXPECT_EQ(f->parameter_bytes, 124'439'808ull * 4);
   EXPECT_GE(f->peak_reserved_bytes, f->peak_allocated_bytes);
+}
+
+TEST(DnnWorkloadTest, OffloadRunsTheStepOnTheHostOnePassPerParameter) {
+  // ZeRO-Offload: no optimizer state in managed memory and no optimizer
+  // kernel on the GPU; one host kernel per parameter reads its gradient and
+  // writes it, for as long as the CPU takes to move the gradient, the fp32
+  // master weight and Adam's two moments (each read and written) and the
+  // parameter through host memory.
+  ComputeSpec compute;
+  compute.host_memory_bytes_per_second = 100e9;
+  std::unique_ptr<Workload> workload =
+      MakeWorkload("gpt2-small:batch=1,seq=8,iterations=1,precision=fp16,offload=true", compute);
+  ASSERT_NE(workload, nullptr);
+  const std::vector<Event> events = Drain(*workload);
+  absl::flat_hash_map<uint32_t, std::string> host_kernels;
+  std::map<uint32_t, std::vector<Event>> accesses;
+  std::map<uint32_t, Nanos> duration;
+  uint32_t running = 0;
+  int optimizer_state_tensors = 0;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kKernelDefine && e.cause == uint8_t(KernelPlace::kHost)) {
+      host_kernels[e.exec_id] = e.name;
+    }
+    if (e.kind == EventKind::kActivate && e.cause == uint8_t(TensorRole::kOptimizerState) + 1) {
+      ++optimizer_state_tensors;
+    }
+    if (e.kind == EventKind::kKernelBegin) {
+      running = e.exec_id;
+      duration[running] = e.duration_ns;
+    }
+    if (e.kind == EventKind::kAccess && host_kernels.contains(running)) {
+      accesses[running].push_back(e);
+    }
+  }
+  EXPECT_EQ(optimizer_state_tensors, 0);
+  // GPT-2 small's 148 parameter tensors (the optimizer loops over them).
+  ASSERT_EQ(host_kernels.size(), 148u);
+  for (const auto& [id, name] : host_kernels) {
+    EXPECT_THAT(name, HasSubstr("cpu_adam_"));
+    ASSERT_EQ(accesses[id].size(), 2u) << name;
+    const Event& grad = accesses[id][0];
+    const Event& param = accesses[id][1];
+    EXPECT_EQ(grad.access, AccessType::kRead);
+    EXPECT_EQ(param.access, AccessType::kWrite);
+    EXPECT_EQ(grad.size, param.size);
+    // 2 + 2 bytes of gradient and parameter, 24 of fp32 state, per element.
+    const double bytes = double(param.size) / 2 * 28;
+    EXPECT_EQ(duration[id], std::max<Nanos>(1000, Nanos(std::ceil(bytes / 100e9 * 1e9)))) << name;
+  }
 }
 
 TEST(DnnWorkloadTest, HalfPrecisionHalvesTheParameters) {

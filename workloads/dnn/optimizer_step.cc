@@ -93,7 +93,45 @@ void TrainingGraph::Foreach(const std::string& op, const std::vector<ForeachList
   }
 }
 
+void TrainingGraph::StepOnHost() {
+  // Bytes per element the CPU moves besides the gradient and the
+  // parameter: the fp32 master weight and each fp32 state tensor, read and
+  // written once (DeepSpeed's CPU-Adam is one fused pass).
+  const uint64_t states = options_.optimizer == Optimizer::kAdam ? 2 : 1;
+  const uint64_t host_only = (1 + states) * 2 * 4;
+  for (const ParameterInfo& p : parameters_) {
+    const int grad = grad_[p.tensor];
+    if (grad < 0) continue;
+    KernelAccess written{p.tensor, AccessType::kWrite};
+    double bytes = D(Bytes(grad)) + D(p.elements * (element_ + host_only));
+    if (p.sparse) {
+      // DLRM's sparse SGD, stateless, on the rows the batch touched: a
+      // value row per lookup read, its master row read and written, the
+      // parameter's row written.
+      written = p.sparse_rows;
+      written.tensor = p.tensor;
+      written.access = AccessType::kWrite;
+      bytes = D(Bytes(grad)) + D(Bytes(grad) / element_ * (2 * 4 + element_));
+    }
+    build_.LaunchOnHost(absl::StrCat("cpu_", OptimizerName(options_.optimizer), "_", p.name),
+                        bytes, {{grad, AccessType::kRead}, written});
+  }
+}
+
 void TrainingGraph::Step() {
+  if (options_.offload) {
+    StepOnHost();
+  } else {
+    StepOnDevice();
+  }
+  // zero_grad(set_to_none=True).
+  for (const ParameterInfo& p : parameters_) {
+    if (grad_[p.tensor] >= 0) Unref(grad_[p.tensor]);
+    grad_[p.tensor] = -1;
+  }
+}
+
+void TrainingGraph::StepOnDevice() {
   const bool adam = options_.optimizer == Optimizer::kAdam;
   AllocateOptimizerState();
   // Dense parameters with a gradient this iteration (PyTorch skips the
@@ -171,11 +209,6 @@ void TrainingGraph::Step() {
              with(rw(param), {buf, denom}));
       Unref(denom);
     }
-  }
-  // zero_grad(set_to_none=True).
-  for (const ParameterInfo& p : parameters_) {
-    if (grad_[p.tensor] >= 0) Unref(grad_[p.tensor]);
-    grad_[p.tensor] = -1;
   }
 }
 

@@ -57,6 +57,10 @@ std::vector<ParamInfo> TrainingParams(int default_batch, int default_iterations,
        "the optimizer's foreach kernels, PyTorch's default on CUDA (multi_tensor_apply: a few "
        "launches per step); false: one loop over the parameters, 7 kernels each for adam, 3 for "
        "sgd"},
+      {"offload", ParamType::kBool, "false",
+       "ZeRO-Offload: the optimizer step runs on the CPU, one host kernel per parameter "
+       "(CPU-Adam or CPU-SGD over fp32 master weights and state in pinned host memory, at the "
+       "device's cpu_gbps); the GPU keeps parameters and gradients only"},
       {"seed", ParamType::kInt, "1", "seed of the irregular accesses (embedding rows)"},
   };
 }
@@ -78,6 +82,7 @@ TrainingOptions TrainingOptionsFromParams(const ParamMap& params, bool attention
   options.precision = PrecisionParam(params);
   options.optimizer = OptimizerParam(params);
   options.foreach = params.Bool("foreach");
+  options.offload = params.Bool("offload");
   if (attention) options.attention = static_cast<AttentionImpl>(params.Choice("attention"));
   options.seed = static_cast<uint64_t>(params.Int("seed"));
   return options;

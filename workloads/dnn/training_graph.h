@@ -70,6 +70,8 @@ struct TrainingOptions {
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdam;
   bool foreach = true;  // the optimizer's multi-tensor kernels (PyTorch's default)
+  // ZeRO-Offload's schedule: the optimizer step on the CPU (StepOnHost).
+  bool offload = false;
   AttentionImpl attention = AttentionImpl::kSdpa;
   uint64_t seed = 1;
 };
@@ -210,7 +212,8 @@ class TrainingGraph {
 
   // loss.backward(): seeds d(loss) = 1 and runs the tape in reverse.
   void Backward(int loss);
-  // optimizer.step(), then zero_grad(set_to_none=True).
+  // optimizer.step(), then zero_grad(set_to_none=True): on the GPU, or
+  // with `offload` on the CPU (StepOnHost).
   void Step();
   // Ends the iteration: frees the inputs and checks nothing leaked.
   absl::Status Finish();
@@ -305,6 +308,18 @@ class TrainingGraph {
                double flops_per_element);
   // The optimizer's state for every dense parameter, allocated in setup.
   void AllocateOptimizerState();
+  // PyTorch's Adam or SGD on the GPU, as the header comment of
+  // optimizer_step.cc spells out.
+  void StepOnDevice();
+  // ZeRO-Offload's step (Ren et al., ATC '21, §4): the update runs on the
+  // CPU, one host kernel per parameter in the order the model made them,
+  // over fp32 master weights and optimizer state that live in the host's
+  // pinned memory (not in the program's managed memory: no GPU kernel
+  // touches them). Each kernel reads the parameter's gradient and writes
+  // the parameter, so the gradient leaves the device before it and the
+  // device's copy of the parameter is stale after it, as the fp16
+  // parameters ZeRO-Offload copies back each iteration are.
+  void StepOnHost();
   // The backward of an op on x that one kernel computes from the output's
   // gradient and one saved tensor (GELU, ReLU, dropout, max pool): it reads
   // both and writes x's gradient.

@@ -7,7 +7,9 @@
 #define UMLAB_CORE_POLICY_STATS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -30,6 +32,15 @@ class PolicyStats {
 
   const std::vector<Counter>& counters() const { return counters_; }
   bool empty() const { return counters_.empty(); }
+  // The whole count named `name`, if one was added.
+  std::optional<uint64_t> CountOf(std::string_view name) const {
+    for (const Counter& counter : counters_) {
+      if (counter.name == name && std::holds_alternative<uint64_t>(counter.value)) {
+        return std::get<uint64_t>(counter.value);
+      }
+    }
+    return std::nullopt;
+  }
 
  private:
   // A name added twice keeps its first position and takes the later value,

@@ -99,7 +99,11 @@ void TrainingGraph::StepOnHost() {
   // written once (DeepSpeed's CPU-Adam is one fused pass).
   const uint64_t states = options_.optimizer == Optimizer::kAdam ? 2 : 1;
   const uint64_t host_only = (1 + states) * 2 * 4;
-  for (const ParameterInfo& p : parameters_) {
+  // In the order the backward made the gradients ready: the last layer's
+  // first. The parameters the next forward needs first are updated, and
+  // can go back to the device, last (MemFerry's Fig. 2(a) bubble).
+  for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it) {
+    const ParameterInfo& p = *it;
     const int grad = grad_[p.tensor];
     if (grad < 0) continue;
     KernelAccess written{p.tensor, AccessType::kWrite};

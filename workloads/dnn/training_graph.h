@@ -312,7 +312,7 @@ class TrainingGraph {
   // optimizer_step.cc spells out.
   void StepOnDevice();
   // ZeRO-Offload's step (Ren et al., ATC '21, §4): the update runs on the
-  // CPU, one host kernel per parameter in the order the model made them,
+  // CPU, one host kernel per parameter, the last one the model made first,
   // over fp32 master weights and optimizer state that live in the host's
   // pinned memory (not in the program's managed memory: no GPU kernel
   // touches them). Each kernel reads the parameter's gradient and writes

@@ -1,0 +1,68 @@
+#include "core/host_step_schedule.h"
+
+#include <algorithm>
+
+#include "core/block_range.h"
+
+namespace umlab {
+namespace {
+
+BlockPages PagesOf(const GraphTensor& tensor, bool whole_pages_only) {
+  BlockPages pages;
+  ForEachBlockRange(tensor.address, tensor.size, whole_pages_only,
+                    [&](BlockNumber block, const PageMask& mask) {
+                      pages.emplace_back(block, mask);
+                    });
+  return pages;
+}
+
+bool Touches(const GraphKernel& kernel, uint32_t tensor) {
+  return std::binary_search(kernel.reads.begin(), kernel.reads.end(), tensor) ||
+         std::binary_search(kernel.writes.begin(), kernel.writes.end(), tensor);
+}
+
+}  // namespace
+
+HostStepSchedule ScheduleHostStep(const IterationGraph& iteration) {
+  const std::vector<GraphKernel>& kernels = iteration.kernels;
+  HostStepSchedule schedule;
+  schedule.write_back_after.resize(kernels.size());
+  schedule.reload_after.resize(kernels.size());
+  std::vector<bool> written_back(iteration.tensors.size(), false);
+  std::vector<bool> reloaded(iteration.tensors.size(), false);
+  for (size_t h = 0; h < kernels.size(); ++h) {
+    if (!kernels[h].on_host) continue;
+    for (uint32_t tensor : kernels[h].reads) {
+      if (written_back[tensor]) continue;
+      // The last device kernel before the host kernel that touches it.
+      for (size_t k = h; k-- > 0;) {
+        if (kernels[k].on_host || !Touches(kernels[k], tensor)) continue;
+        BlockPages pages = PagesOf(iteration.tensors[tensor], /*whole_pages_only=*/true);
+        if (!pages.empty()) {
+          schedule.write_back_after[k].push_back({tensor, std::move(pages), 0});
+          schedule.write_back_bytes += iteration.tensors[tensor].size;
+        }
+        written_back[tensor] = true;
+        break;
+      }
+    }
+    for (uint32_t tensor : kernels[h].writes) {
+      if (reloaded[tensor]) continue;
+      for (const GraphKernel& reader : kernels) {
+        if (reader.on_host ||
+            !std::binary_search(reader.reads.begin(), reader.reads.end(), tensor)) {
+          continue;
+        }
+        schedule.reload_after[h].push_back(
+            {tensor, PagesOf(iteration.tensors[tensor], /*whole_pages_only=*/false),
+             reader.exec_id});
+        schedule.reload_bytes += iteration.tensors[tensor].size;
+        reloaded[tensor] = true;
+        break;
+      }
+    }
+  }
+  return schedule;
+}
+
+}  // namespace umlab

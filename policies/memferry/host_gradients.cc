@@ -1,6 +1,5 @@
 #include "policies/memferry/host_gradients.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "core/block_range.h"
@@ -44,7 +43,7 @@ void HostGradients::Place(const IterationGraph& planned, const std::vector<Layer
     if (!on_host[l]) continue;
     for (uint32_t t : layers[l].tensors) {
       const GraphTensor& tensor = planned.tensors[t];
-      Gradient gradient{tensor.address, tensor.size, PageSet(), PageSet()};
+      Gradient gradient{tensor.address, tensor.size, PageSet()};
       gradient.pages.AddRange(tensor.address, tensor.size, /*whole_pages_only=*/true);
       if (gradient.pages.empty() || touches.first[t] == kNoKernel) continue;
       // The pages' earlier occupants in the iteration are those touched
@@ -54,11 +53,10 @@ void HostGradients::Place(const IterationGraph& planned, const std::vector<Layer
       const uint64_t end = (tensor.address + tensor.size) / kPageSize * kPageSize;
       size_t clear_after = kNoKernel;
       for (uint32_t o = 0; o < planned.tensors.size(); ++o) {
-        const GraphTensor& other = planned.tensors[o];
-        if (o == t || touches.last[o] == kNoKernel || !Overlaps(other, begin, end)) continue;
-        const uint64_t from = std::max(begin, other.address);
-        gradient.shared.AddRange(from, std::min(end, other.address + other.size) - from);
-        if (touches.last[o] >= touches.first[t]) continue;  // after the gradient
+        if (o == t || touches.last[o] == kNoKernel || touches.last[o] >= touches.first[t] ||
+            !Overlaps(planned.tensors[o], begin, end)) {
+          continue;
+        }
         if (clear_after == kNoKernel || touches.last[o] > clear_after) {
           clear_after = touches.last[o];
         }
@@ -83,6 +81,7 @@ void HostGradients::StartClearing(PolicyContext& context, size_t gradient) {
   const Gradient& g = gradients_[gradient];
   awaiting_[g.address] = gradient;
   clearing_.Add(g.pages);
+  freed_.Remove(g.pages);
   // What is free already goes now; what is still held goes when freed.
   Discard(context, g.pages);
 }
@@ -103,7 +102,17 @@ void HostGradients::OnKernelEnd(PolicyContext& context, size_t kernel) {
 void HostGradients::OnAllocatorEvent(PolicyContext& context, const Event& event, bool acting) {
   if (event.kind == EventKind::kActivate) {
     auto it = awaiting_.find(event.address);
-    if (it == awaiting_.end() || gradients_[it->second].size != event.size) return;
+    if (it == awaiting_.end() || gradients_[it->second].size != event.size) {
+      if (freed_.empty()) return;
+      PageSet now_held;
+      now_held.AddRange(event.address, event.size);
+      for (const auto& [block, mask] : now_held.blocks()) {
+        const PageMask pages = mask & freed_.In(block);
+        if (pages.any()) context.Populate(block, pages);
+      }
+      freed_.Remove(now_held);
+      return;
+    }
     const size_t gradient = it->second;
     awaiting_.erase(it);
     const Gradient& g = gradients_[gradient];
@@ -124,11 +133,10 @@ void HostGradients::OnAllocatorEvent(PolicyContext& context, const Event& event,
   if (event.kind != EventKind::kDeactivate) return;
   if (auto it = mapped_.find(event.address);
       it != mapped_.end() && gradients_[it->second].size == event.size) {
-    // Its bytes are dead: the mapping goes, and so does the host's copy;
-    // what other tensors will hold comes back to the device.
+    // Its bytes are dead: the mapping goes, and so does the host's copy.
     const Gradient& g = gradients_[it->second];
     Discard(context, g.pages);
-    for (const auto& [block, mask] : g.shared.blocks()) context.Populate(block, mask);
+    freed_.Add(g.pages);
     mapped_pages_.Remove(g.pages);
     mapped_.erase(it);
     return;

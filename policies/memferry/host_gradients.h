@@ -15,12 +15,12 @@
 // bytes are dead). The occupants between then and now, if any, are tensors
 // no kernel touches. When the allocator deactivates the gradient (PyTorch's
 // zero_grad, after the step has read it), its pages are unmapped and the
-// host's copy forgotten the same way, and those that hold other tensors in
-// the iteration (the next forward's activations) are populated on the
-// device again, zero-filled and with no copy (PolicyContext::Populate): the
-// offload takes device memory from the gradients only, and the forward
-// finds its memory where it would have without it, rather than faulting
-// each page back in.
+// host's copy forgotten the same way; when the allocator next hands one of
+// them to a tensor (the next forward's activations), it is populated on the
+// device, zero-filled and with no copy (PolicyContext::Populate), before
+// the kernel that uses it. So the offload takes device memory from the
+// gradients only, and the forward finds its memory on the device as it
+// would without the offload, rather than faulting each page back in.
 //
 // Only the pages a gradient covers entirely move: a page it shares with
 // another tensor (the allocator packs small tensors) stays where that one
@@ -72,8 +72,7 @@ class HostGradients {
   struct Gradient {
     uint64_t address = 0;
     uint64_t size = 0;
-    PageSet pages;   // the pages it covers entirely
-    PageSet shared;  // of those, the ones other tensors of the iteration hold
+    PageSet pages;  // the pages it covers entirely
   };
   // From now until it is activated, the gradient's pages are dropped
   // whenever they are free.
@@ -93,6 +92,9 @@ class HostGradients {
   PageSet clearing_;
   absl::flat_hash_map<uint64_t, size_t> mapped_;
   PageSet mapped_pages_;
+  // Pages of gradients freed since, to populate when a tensor is activated
+  // over them.
+  PageSet freed_;
 
   uint64_t gradients_mapped_ = 0;
   uint64_t bytes_found_on_device_ = 0;

@@ -261,6 +261,7 @@ TEST(GoMemferryPolicyTest, WithNoReserveNoGradientIsEverOnTheDevice) {
   EXPECT_EQ(Count(stats, "gradient_bytes_offloaded"), 2 * kBlockSize);
   EXPECT_EQ(Count(stats, "gradients_mapped"), kIterations * 2u);
   EXPECT_EQ(Count(stats, "gradient_bytes_found_on_device"), 0u);
+  EXPECT_EQ(Count(stats, "peak_gradient_bytes_on_device"), 0u);
   EXPECT_EQ(Count(stats, "kernels_off_plan"), 0u);
 }
 
@@ -323,6 +324,7 @@ TEST(GoMemferryPolicyTest, TheReserveBoundsTheGradientsOnTheDevice) {
     EXPECT_EQ(run.stats.remote_write_bytes, 3 * (keeps_b ? 1 : 2) * kBlockSize);
     const std::map<std::string, PolicyStats::Value> stats = StatsOf(*policy);
     EXPECT_EQ(Count(stats, "gradient_bytes_kept"), keeps_b ? kBlockSize : 0u);
+    EXPECT_EQ(Count(stats, "peak_gradient_bytes_on_device"), watch.peak);
   }
 }
 
@@ -341,6 +343,8 @@ TEST(GoMemferryPolicyTest, AFullReserveOnARoomyDeviceRunsAsMemferry) {
   EXPECT_EQ(run.stats.d2h_bytes, base.stats.d2h_bytes);
   EXPECT_EQ(run.stats.remote_write_bytes, 0u);
   EXPECT_EQ(run.stats.peak_device_bytes, base.stats.peak_device_bytes);
+  // Both gradients on the device together, from a's wgrad to zero_grad.
+  EXPECT_EQ(Count(StatsOf(*go), "peak_gradient_bytes_on_device"), 2 * kBlockSize);
 }
 
 // --- The planner's order ---

@@ -58,7 +58,8 @@ absl::Status MemferryPolicy::Plan(const PlanInput& input) {
   for (const GraphKernel& kernel : planned.kernels) planned_exec_ids_.push_back(kernel.exec_id);
   PlacePages(planned);
   if (options_.gradient_reserve.has_value()) {
-    host_gradients_.Place(planned, layers_.gradients, GradientsOnHost(gradient_plan_.gradients));
+    gradient_placement_.Place(planned, layers_.gradients,
+                              GradientsOnHost(gradient_plan_.gradients));
   }
   MarkPlannedIterations(input.program, planned);
   planned_ = true;
@@ -126,7 +127,7 @@ void MemferryPolicy::OnIterationBegin(uint64_t iteration) {
   copies_open_.clear();
   MapPendingPages();
   MapRemotePages();
-  host_gradients_.OnIterationBegin(context(), acting_);
+  gradient_placement_.OnIterationBegin(context(), acting_);
   // GFGB loads, back to back in forward order.
   for (size_t l = 0; l < moved_pages_.size(); ++l) {
     if (plan_.modes[l] == ExecutionMode::kGfgb) QueueCopy(l);
@@ -216,7 +217,7 @@ void MemferryPolicy::OnKernelEnd(uint32_t /*exec_id*/) {
   if (auto it = release_after_.find(k); it != release_after_.end()) {
     for (size_t l : it->second) Release(l);
   }
-  host_gradients_.OnKernelEnd(context(), k);
+  gradient_placement_.OnKernelEnd(context(), k);
   if (k + 1 == layers_.backward_begin) forward_end_ = now;
   if (k + 1 == layers_.step_begin) backward_end_ = now;
   if (k + 1 == planned_exec_ids_.size() && forward_end_ >= 0) {
@@ -271,7 +272,7 @@ void MemferryPolicy::Release(size_t layer) {
 
 void MemferryPolicy::OnAllocatorEvent(const Event& event) {
   if (!planned_) return;
-  host_gradients_.OnAllocatorEvent(context(), event, acting_);
+  gradient_placement_.OnAllocatorEvent(context(), event, acting_);
   if (event.kind != EventKind::kActivate) return;
   // Parameters live in host memory from the start: what the program's setup
   // writes into them goes there.
@@ -284,7 +285,7 @@ void MemferryPolicy::OnAllocatorEvent(const Event& event) {
 
 PageMask MemferryPolicy::MapRemotelyOnFault(BlockNumber block, const PageMask& faulted) {
   return (faulted & remote_pages_.In(block) & ~device_window_.In(block)) |
-         host_gradients_.MapRemotelyOnFault(block, faulted);
+         gradient_placement_.MapRemotelyOnFault(block, faulted);
 }
 
 void MemferryPolicy::ReportStats(PolicyStats& out) const {
@@ -338,8 +339,9 @@ void MemferryPolicy::ReportGradientStats(PolicyStats& out) const {
   out.AddCount("parameter_budget_bytes", gradient_plan_.parameter_budget_bytes);
   out.AddCount("gradient_layers_replanned",
                static_cast<uint64_t>(gradient_plan_.gradients_replanned));
-  out.AddCount("gradients_mapped", host_gradients_.gradients_mapped());
-  out.AddCount("gradient_bytes_found_on_device", host_gradients_.bytes_found_on_device());
+  out.AddCount("gradients_mapped", gradient_placement_.gradients_mapped());
+  out.AddCount("gradient_bytes_found_on_device", gradient_placement_.bytes_found_on_device());
+  out.AddCount("peak_gradient_bytes_on_device", gradient_placement_.peak_bytes_on_device());
 }
 
 std::vector<ParamInfo> MemferryParams() {

@@ -58,7 +58,7 @@
 // factor: the modes and the parameter gradients' placement are planned
 // together (go_memferry_planner.h), and the gradients the plan sends to
 // host memory are written there by the backward through remote mappings
-// (host_gradients.h). Without a reserve (memferry) gradients are paged on
+// (gradient_placement.h). Without a reserve (memferry) gradients are paged on
 // demand.
 #ifndef UMLAB_POLICIES_MEMFERRY_MEMFERRY_H_
 #define UMLAB_POLICIES_MEMFERRY_MEMFERRY_H_
@@ -71,7 +71,7 @@
 #include "core/param_map.h"
 #include "core/policy.h"
 #include "policies/memferry/go_memferry_planner.h"
-#include "policies/memferry/host_gradients.h"
+#include "policies/memferry/gradient_placement.h"
 #include "policies/memferry/layer_table_builder.h"
 #include "policies/memferry/memferry_planner.h"
 #include "policies/memferry/page_set.h"
@@ -121,7 +121,7 @@ class MemferryPolicy final : public Policy {
   // With a gradient reserve: the gradient plan carried out (per layer,
   // whether its gradients stay on the device), and the run's counts.
   const GoMemferryPlan& gradient_plan() const { return gradient_plan_; }
-  const HostGradients& host_gradients() const { return host_gradients_; }
+  const GradientPlacement& gradient_placement() const { return gradient_placement_; }
 
  private:
   absl::StatusOr<MemferryPlan> ChooseModes(const LayerTable& table, uint64_t parameter_budget_bytes,
@@ -152,7 +152,7 @@ class MemferryPolicy final : public Policy {
   ProgramLayers layers_;
   MemferryPlan plan_;
   GoMemferryPlan gradient_plan_;
-  HostGradients host_gradients_;
+  GradientPlacement gradient_placement_;
   std::vector<uint32_t> planned_exec_ids_;  // the planned iteration's kernels
 
   // Per layer (parallel to layers_.layers): the pages it moves. Empty for a

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/engine_observer.h"
@@ -20,6 +21,7 @@
 #include "policies/memferry/go_memferry_planner.h"
 #include "policies/memferry/layer_table_builder.h"
 #include "policies/memferry/memferry.h"
+#include "tests/memferry_support.h"
 #include "tests/sim_harness.h"
 #include "tests/umlab_in_process.h"
 
@@ -35,12 +37,6 @@ constexpr Nanos kBlockWrite = 2097152;  // 2 MiB at 1 GB/s
 
 uint64_t At(int block) { return ProgramBuilder::BlockAddress(block); }
 BlockNumber Block(int block) { return BlockOfAddress(At(block)); }
-
-DeviceConfig SlowRemoteDevice() {
-  DeviceConfig device = TestDevice();
-  device.link.remote_read_bytes_per_second = 0.25e9;
-  return device;
-}
 
 // Where things are, a block each: the two layers' weights, the
 // activations, X (an activation of the forward whose block the caching
@@ -65,6 +61,8 @@ enum Kernels : uint32_t {
   kBDgrad,
   kAWgrad,
   kStep,
+  kStepA,
+  kStepB,
 };
 
 // How long each layer's weight gradient kernel computes. Writing a 2 MiB
@@ -73,26 +71,29 @@ enum Kernels : uint32_t {
 struct Wgrads {
   Nanos a = 100 * kUs;
   Nanos b = 100 * kUs;
+  // Named after their layer (`a.gemm_wgrad`), as the zoo's generators name
+  // kernels, or not (`gemm_wgrad_a`, as mlp does).
+  bool named = true;
 };
 
 // Two Linear layers a and b, trained for `iterations`: forward a, b; the
 // loss's seed; b's wgrad and dgrad; a's wgrad; a step on the device that
-// reads the gradients and updates the weights; then zero_grad.
-ProgramBuilder TwoLayers(int iterations, const Wgrads& wgrads = Wgrads()) {
+// reads the gradients and updates the weights, in one kernel or one per
+// parameter; then zero_grad.
+ProgramBuilder TwoLayers(int iterations, const Wgrads& wgrads = Wgrads(),
+                         bool step_per_parameter = false) {
   ProgramBuilder p;
   for (const auto& [id, name] : std::vector<std::pair<uint32_t, std::string>>{
            {kAForward, "a.gemm_fwd"},
            {kBForward, "b.gemm_fwd"},
            {kLossSeed, "loss.backward_seed"},
-           {kBWgrad, "b.gemm_wgrad"},
+           {kBWgrad, wgrads.named ? "b.gemm_wgrad" : "gemm_wgrad_b"},
            {kBDgrad, "b.gemm_dgrad"},
-           {kAWgrad, "a.gemm_wgrad"},
-           {kStep, "optimizer.step"}}) {
-    Event event;
-    event.kind = EventKind::kKernelDefine;
-    event.exec_id = id;
-    event.name = name;
-    p.Raw(event);
+           {kAWgrad, wgrads.named ? "a.gemm_wgrad" : "gemm_wgrad_a"},
+           {kStep, "optimizer.step"},
+           {kStepA, "adam_step_a"},
+           {kStepB, "adam_step_b"}}) {
+    NameKernel(p, id, name);
   }
   const uint64_t page = kPageSize;
   p.Alloc(0, kBlocks);
@@ -124,39 +125,22 @@ ProgramBuilder TwoLayers(int iterations, const Wgrads& wgrads = Wgrads()) {
     p.Activate(grad_a, kBlockSize, ActivateCause(TensorRole::kGradient));
     p.Begin(kAWgrad, wgrads.a).Access(dact + page, page, false);
     p.Access(grad_a, kBlockSize, true).End(kAWgrad);
-    p.Begin(kStep, 100 * kUs).Access(At(kOptimizerState), kBlockSize, false);
-    p.Access(grad_a, kBlockSize, false).Access(grad_b, kBlockSize, false);
-    p.Access(At(kWeightA), kBlockSize, true).Access(At(kWeightB), kBlockSize, true);
-    p.Access(At(kOptimizerState), kBlockSize, true).End(kStep);
+    if (step_per_parameter) {
+      for (const auto& [step, grad, weight] : {std::tuple{kStepA, grad_a, At(kWeightA)},
+                                               std::tuple{kStepB, grad_b, At(kWeightB)}}) {
+        p.Begin(step, 50 * kUs).Access(At(kOptimizerState), kBlockSize, false);
+        p.Access(grad, kBlockSize, false).Access(weight, kBlockSize, true).End(step);
+      }
+    } else {
+      p.Begin(kStep, 100 * kUs).Access(At(kOptimizerState), kBlockSize, false);
+      p.Access(grad_a, kBlockSize, false).Access(grad_b, kBlockSize, false);
+      p.Access(At(kWeightA), kBlockSize, true).Access(At(kWeightB), kBlockSize, true);
+      p.Access(At(kOptimizerState), kBlockSize, true).End(kStep);
+    }
     p.Deactivate(grad_a, kBlockSize).Deactivate(grad_b, kBlockSize);
     p.Deactivate(act, kBlockSize).Deactivate(dact, kBlockSize);
   }
   return p;
-}
-
-ProgramGraph Graph(const ProgramBuilder& program) {
-  VectorSource source = program.Source();
-  absl::StatusOr<ProgramGraph> graph = ReadProgramGraph(source);
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  return graph.ok() ? *std::move(graph) : ProgramGraph();
-}
-
-std::unique_ptr<Policy> Make(const std::string& spec) {
-  absl::StatusOr<std::unique_ptr<Policy>> policy = Policies().Create(spec);
-  EXPECT_TRUE(policy.ok()) << policy.status();
-  return policy.ok() ? *std::move(policy) : nullptr;
-}
-
-const MemferryPolicy& AsMemferry(const Policy& policy) {
-  return dynamic_cast<const MemferryPolicy&>(policy);
-}
-
-std::map<std::string, PolicyStats::Value> StatsOf(const Policy& policy) {
-  PolicyStats stats;
-  policy.ReportStats(stats);
-  std::map<std::string, PolicyStats::Value> by_name;
-  for (const PolicyStats::Counter& counter : stats.counters()) by_name[counter.name] = counter.value;
-  return by_name;
 }
 
 uint64_t Count(const std::map<std::string, PolicyStats::Value>& stats, const std::string& name) {
@@ -233,11 +217,38 @@ TEST(GoMemferryLayerTableTest, AGradientIsWhatTheStepReadsAndItsHostWriteIsCharg
   EXPECT_GT(layers->gradients[1].backward_from_host, b.backward_from_host);
 }
 
+TEST(GoMemferryLayerTableTest, AGradientNoLayerWritesIsTheLayersItsStepUpdates) {
+  // wgrads named after no layer: a step kernel per parameter says whose
+  // gradient each is; one step updating both layers says nothing, and the
+  // gradients are no layer's (paged on demand).
+  const DeviceConfig device = SlowRemoteDevice();
+  for (const bool per_parameter : {true, false}) {
+    SCOPED_TRACE(per_parameter);
+    const ProgramGraph graph = Graph(TwoLayers(1, Wgrads{.named = false}, per_parameter));
+    absl::StatusOr<ProgramLayers> layers =
+        BuildLayerTable(graph.iterations[0], graph.kernel_names, device);
+    ASSERT_TRUE(layers.ok()) << layers.status();
+    for (const auto& [layer, block] : {std::pair{0, kXThenGradientA}, std::pair{1, kGradientB}}) {
+      const LayerGradients& gradients = layers->gradients[static_cast<size_t>(layer)];
+      if (!per_parameter) {
+        EXPECT_TRUE(gradients.tensors.empty()) << layer;
+        continue;
+      }
+      ASSERT_EQ(gradients.tensors.size(), 1u) << layer;
+      EXPECT_EQ(graph.iterations[0].tensors[gradients.tensors[0]].address, At(block));
+    }
+    // A wgrad of no layer adds its host write to its gradient's layer.
+    if (per_parameter) {
+      EXPECT_GT(layers->gradients[1].backward - layers->table.layers[1].backward, kBlockWrite / 2);
+    }
+  }
+}
+
 // --- Carrying out a plan ---
 
 TEST(GoMemferryPolicyTest, WithNoReserveNoGradientIsEverOnTheDevice) {
   constexpr int kIterations = 3;
-  std::unique_ptr<Policy> policy = Make("go-memferry");  // reserve 0, the paper's default
+  std::unique_ptr<Policy> policy = MakePolicy("go-memferry");  // reserve 0, the paper's default
   GradientWatch watch;
   const SimRun run = RunOnSim(TwoLayers(kIterations), 16, *policy, SlowRemoteDevice(),
                               ReplayPolicy::kBatch, SimOptions{}, &watch);
@@ -271,8 +282,8 @@ TEST(GoMemferryPolicyTest, TheForwardFindsItsMemoryAsItWouldWithoutTheOffload) {
   // again when the next forward activates X over it: X is written without a
   // fault and nothing is copied, as under memferry.
   constexpr int kIterations = 3;
-  std::unique_ptr<Policy> memferry = Make("memferry");
-  std::unique_ptr<Policy> go = Make("go-memferry");
+  std::unique_ptr<Policy> memferry = MakePolicy("memferry");
+  std::unique_ptr<Policy> go = MakePolicy("go-memferry");
   const SimRun base = RunOnSim(TwoLayers(kIterations), 16, *memferry, SlowRemoteDevice());
   const SimRun run = RunOnSim(TwoLayers(kIterations), 16, *go, SlowRemoteDevice());
   ASSERT_TRUE(base.status.ok()) << base.status;
@@ -287,7 +298,7 @@ TEST(GoMemferryPolicyTest, TheForwardFindsItsMemoryAsItWouldWithoutTheOffload) {
 }
 
 TEST(GoMemferryPolicyTest, ItsEstimateOfAHostWriteIsTheSims) {
-  std::unique_ptr<Policy> policy = Make("go-memferry");
+  std::unique_ptr<Policy> policy = MakePolicy("go-memferry");
   GradientWatch watch;
   const ProgramBuilder program = TwoLayers(2, Wgrads{5 * kMs, 100 * kUs});
   const SimRun run = RunOnSim(program, 16, *policy, SlowRemoteDevice(), ReplayPolicy::kBatch,
@@ -311,7 +322,7 @@ TEST(GoMemferryPolicyTest, TheReserveBoundsTheGradientsOnTheDevice) {
   const ProgramBuilder program = TwoLayers(3, Wgrads{5 * kMs, 100 * kUs});
   for (const auto& [reserve, keeps_b] : {std::pair{"0.5", true}, std::pair{"0.4", false}}) {
     SCOPED_TRACE(reserve);
-    std::unique_ptr<Policy> policy = Make(std::string("go-memferry:reserve=") + reserve);
+    std::unique_ptr<Policy> policy = MakePolicy(std::string("go-memferry:reserve=") + reserve);
     GradientWatch watch;
     const SimRun run = RunOnSim(program, 16, *policy, SlowRemoteDevice(), ReplayPolicy::kBatch,
                                 SimOptions{}, &watch);
@@ -329,8 +340,8 @@ TEST(GoMemferryPolicyTest, TheReserveBoundsTheGradientsOnTheDevice) {
 }
 
 TEST(GoMemferryPolicyTest, AFullReserveOnARoomyDeviceRunsAsMemferry) {
-  std::unique_ptr<Policy> memferry = Make("memferry");
-  std::unique_ptr<Policy> go = Make("go-memferry:reserve=1");
+  std::unique_ptr<Policy> memferry = MakePolicy("memferry");
+  std::unique_ptr<Policy> go = MakePolicy("go-memferry:reserve=1");
   const SimRun base = RunOnSim(TwoLayers(3), 16, *memferry, SlowRemoteDevice());
   const SimRun run = RunOnSim(TwoLayers(3), 16, *go, SlowRemoteDevice());
   ASSERT_TRUE(base.status.ok()) << base.status;

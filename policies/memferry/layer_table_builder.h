@@ -84,12 +84,14 @@ struct LayerKernels {
 inline constexpr size_t kNoKernel = static_cast<size_t>(-1);
 
 // A layer's parameter gradients, for GO-MemFerry (§IV-D): the gradient
-// tensors its backward kernels write and the optimizer's step reads. The
-// step is what tells a parameter's gradient (kept for the update) from an
-// activation's (freed within the backward), so an iteration without a step
-// names none. Its times are LayerCosts' of the same name with these tensors
-// reached through a remote mapping: the backward writing its gradients to
-// host memory by DHA, T_GBP, where LayerCosts has T_CBP.
+// tensors the optimizer's step reads that the layer's backward kernels
+// write first, or, written by a kernel no layer claims, that a step kernel
+// updating only this layer's parameters reads. The step is what tells a
+// parameter's gradient (kept for the update) from an activation's (freed
+// within the backward), so an iteration without a step names none. Its
+// times are LayerCosts' of the same name with these tensors reached through
+// a remote mapping: the backward writing its gradients to host memory by
+// DHA, T_GBP, where LayerCosts has T_CBP.
 struct LayerGradients {
   std::vector<uint32_t> tensors;  // ascending indices into IterationGraph::tensors
   // The pages they cover entirely: what keeping them in host memory frees.

@@ -58,8 +58,8 @@
 // factor: the modes and the parameter gradients' placement are planned
 // together (go_memferry_planner.h), and the gradients the plan sends to
 // host memory are written there by the backward through remote mappings
-// (gradient_placement.h). Without a reserve (memferry) gradients are paged on
-// demand.
+// (gradient_placement.h). Without a reserve (memferry) gradients are paged
+// on demand.
 #ifndef UMLAB_POLICIES_MEMFERRY_MEMFERRY_H_
 #define UMLAB_POLICIES_MEMFERRY_MEMFERRY_H_
 

@@ -21,6 +21,7 @@
 namespace umlab::testing {
 namespace {
 
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -538,6 +539,26 @@ TEST(GradientOffloadTest, KeptBytesNeverExceedTheReserve) {
       EXPECT_GT(plan->size_unit_bytes, kPageSize);  // widened
     }
   }
+}
+
+TEST(GradientOffloadTest, AReserveThatHoldsEveryGradientKeepsEveryOneThatGains) {
+  // The same widened table: each layer rounded up to whole units, the 12 of
+  // them would take more columns than a reserve of 1 has, and one would be
+  // left out.
+  std::vector<GradientCosts> layers;
+  uint64_t total = 0;
+  for (int i = 0; i < 12; ++i) {
+    layers.push_back(Gradient(absl::StrCat("l", i), (uint64_t{3} << 30) + 4097 * i, 100,
+                              200 + 37 * i));
+    total += layers.back().gradient_bytes;
+  }
+  GradientOffloadOptions options;
+  options.reserve_factor = 1;
+  const absl::StatusOr<GradientOffloadPlan> plan = PlanGradientOffload(layers, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->keep_in_device, Each(true));
+  EXPECT_EQ(plan->kept_bytes, total);
+  EXPECT_EQ(plan->backward_time, 12 * 100);
 }
 
 TEST(GradientOffloadTest, RefusesBadOptions) {

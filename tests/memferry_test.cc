@@ -21,6 +21,7 @@
 #include "core/tensor_role.h"
 #include "policies/memferry/layer_table_builder.h"
 #include "policies/memferry/memferry.h"
+#include "tests/memferry_support.h"
 #include "tests/scripted_moves.h"
 #include "tests/sim_harness.h"
 #include "tests/umlab_in_process.h"
@@ -36,20 +37,6 @@ constexpr Nanos kBlockCopy = 2097152;  // 2 MiB at 1 GB/s
 
 uint64_t At(int block) { return ProgramBuilder::BlockAddress(block); }
 BlockNumber Block(int block) { return BlockOfAddress(At(block)); }
-
-DeviceConfig SlowRemoteDevice() {
-  DeviceConfig device = TestDevice();
-  device.link.remote_read_bytes_per_second = 0.25e9;
-  return device;
-}
-
-void Name(ProgramBuilder& p, uint32_t exec_id, const std::string& name) {
-  Event event;
-  event.kind = EventKind::kKernelDefine;
-  event.exec_id = exec_id;
-  event.name = name;
-  p.Raw(event);
-}
 
 // Three layers of one 2 MiB weight each, in blocks 0-2, and a training
 // iteration over them (activations in block 3, gradients in block 4):
@@ -105,7 +92,7 @@ ProgramBuilder ThreeLayers(int iterations, bool optimizer_step = false,
            {kStep, "optimizer.step"},
            {kGForward, "g.embedding_fwd"},
            {kGBackward, "g.gemm_dgrad"}}) {
-    Name(p, id, name);
+    NameKernel(p, id, name);
   }
   const uint64_t e_bytes = static_cast<uint64_t>(at.e_blocks) * kBlockSize;
   p.Alloc(0, at.g() + 1);
@@ -157,13 +144,6 @@ ProgramBuilder ThreeLayers(int iterations, bool optimizer_step = false,
   return p;
 }
 
-ProgramGraph Graph(const ProgramBuilder& program) {
-  VectorSource source = program.Source();
-  absl::StatusOr<ProgramGraph> graph = ReadProgramGraph(source);
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  return graph.ok() ? *std::move(graph) : ProgramGraph();
-}
-
 // Kernel begins and ends, and the moves the engine made, with their times.
 class Recorder final : public EngineObserver {
  public:
@@ -199,22 +179,7 @@ class Recorder final : public EngineObserver {
 };
 
 std::unique_ptr<Policy> MakeMemferry(const std::string& params = "") {
-  absl::StatusOr<std::unique_ptr<Policy>> policy =
-      Policies().Create(params.empty() ? "memferry" : "memferry:" + params);
-  EXPECT_TRUE(policy.ok()) << policy.status();
-  return policy.ok() ? *std::move(policy) : nullptr;
-}
-
-const MemferryPolicy& AsMemferry(const Policy& policy) {
-  return dynamic_cast<const MemferryPolicy&>(policy);
-}
-
-std::map<std::string, PolicyStats::Value> StatsOf(const Policy& policy) {
-  PolicyStats stats;
-  policy.ReportStats(stats);
-  std::map<std::string, PolicyStats::Value> by_name;
-  for (const PolicyStats::Counter& counter : stats.counters()) by_name[counter.name] = counter.value;
-  return by_name;
+  return MakePolicy(params.empty() ? "memferry" : "memferry:" + params);
 }
 
 uint64_t ParameterPeak(const RunStats& stats) {

@@ -36,6 +36,20 @@ absl::StatusOr<GradientOffloadPlan> PlanGradientOffload(const std::vector<Gradie
   // The unit, widened so the capacity takes at most kMaxCapacityUnits columns.
   plan.size_unit_bytes = std::max(options.size_unit_bytes,
                                   (plan.reserve_bytes + kMaxCapacityUnits - 1) / kMaxCapacityUnits);
+  for (const GradientCosts& c : layers) plan.backward_time += c.backward_to_host;
+  if (total_bytes <= plan.reserve_bytes) {
+    // Everything fits: every layer that gains is kept, with no rounding of
+    // sizes to the program's units to lose any of the reserve.
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const Nanos gain = layers[i].backward_to_host - layers[i].backward_in_device;
+      if (gain <= 0) continue;
+      plan.keep_in_device[i] = true;
+      plan.kept_bytes += layers[i].gradient_bytes;
+      plan.gain += gain;
+    }
+    plan.backward_time -= plan.gain;
+    return plan;
+  }
   const uint64_t unit = plan.size_unit_bytes;
   const size_t capacity = static_cast<size_t>(plan.reserve_bytes / unit);
   const size_t columns = capacity + 1;
@@ -68,7 +82,6 @@ absl::StatusOr<GradientOffloadPlan> PlanGradientOffload(const std::vector<Gradie
     j -= units[i];
   }
   plan.gain = best[capacity];
-  for (const GradientCosts& c : layers) plan.backward_time += c.backward_to_host;
   plan.backward_time -= plan.gain;
   return plan;
 }

@@ -14,7 +14,10 @@
 // `size_unit_bytes`, widened when the table would have more than
 // kMaxCapacityUnits columns; a layer's size is rounded up to whole units and
 // the capacity down, so the plan never keeps more than the reserve allows.
-// Times are integer nanoseconds, so gains add exactly.
+// When all layers fit the reserve there is no choice to make and no
+// program: every layer that gains is kept (rounding would otherwise make
+// a reserve of 1 leave a layer out). Times are integer nanoseconds, so
+// gains add exactly.
 #ifndef UMLAB_POLICIES_MEMFERRY_GRADIENT_OFFLOAD_PLANNER_H_
 #define UMLAB_POLICIES_MEMFERRY_GRADIENT_OFFLOAD_PLANNER_H_
 

@@ -29,7 +29,7 @@ absl::Status ValidateLayerTable(const LayerTable& table) {
     const LayerCosts& c = table.layers[l];
     for (const Nanos time : {c.transfer, c.forward, c.forward_from_host, c.backward,
                              c.backward_from_host, c.forward_after, c.backward_after,
-                             c.forward_link, c.backward_link}) {
+                             c.forward_link, c.backward_link, c.gradient_link}) {
       if (time < 0) {
         return absl::InvalidArgumentError(
             absl::StrFormat("layer %d (%s) has a negative time", l, c.name));
@@ -139,9 +139,9 @@ ScheduleTimes EvaluateSchedule(const LayerTable& table, absl::Span<const Executi
   for (int round = 0; round < 4; ++round) {
     CopyLane lane = forward_lane;
     for (size_t l = 0; l < count; ++l) {
-      if (modes[l] == ExecutionMode::kDha) {
-        lane.Hold(times.layers[l].backward_start, table.layers[l].backward_link);
-      }
+      const LayerCosts& c = table.layers[l];
+      const Nanos reads = modes[l] == ExecutionMode::kDha ? c.backward_link : 0;
+      lane.Hold(times.layers[l].backward_start, reads + c.gradient_link);
     }
     lane.Sort();
     bool moved = false;

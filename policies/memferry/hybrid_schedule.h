@@ -16,7 +16,9 @@
 //    the link. umlab's remote reads do share it, and go first: where a
 //    layer's costs say how long its remote reads hold the host-to-device
 //    lane (LayerCosts::forward_link, backward_link), copies make no progress
-//    while they do. With those at 0 the model is the paper's.
+//    while they do; nor while GO-MemFerry's gradients are written to the
+//    host on a half-duplex link (gradient_link). With those at 0 the model
+//    is the paper's.
 //  - DFGB copies: "the layer is transmitted to GPU memory after its DHA FP
 //    execution" (§IV-B), in the link's idle window, which opens when the last
 //    GFGB load is done and closes "at the beginning of gradient transmission
@@ -72,6 +74,11 @@ struct LayerCosts {
   // do not, as in the paper).
   Nanos forward_link = 0;
   Nanos backward_link = 0;
+  // How long the accesses to the layer's gradients, when they are kept in
+  // host memory (GO-MemFerry, §IV-D), hold that lane from the start of its
+  // backward, whatever its mode: reads of them (an accumulation) and, on a
+  // half-duplex link, the writes. 0 when its gradients stay on the device.
+  Nanos gradient_link = 0;
 };
 
 // The model, in forward order.

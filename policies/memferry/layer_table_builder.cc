@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -87,8 +88,10 @@ class TableBuilder {
           "recorded PyTorch run or an older trace, says nothing of them)");
     }
     ClaimByName();
+    FindGradients();
     AddForwardTimes();
     AddBackwardTimes();
+    AddGradientTimes();
     AddTransfers();
     return std::move(out_);
   }
@@ -205,17 +208,64 @@ class TableBuilder {
     return -1;
   }
 
-  Nanos RemoteTime(size_t k, int layer) const {
-    return KernelTimeWithRemote(kernels()[k], out_.layers[static_cast<size_t>(layer)].parameters,
-                                device_);
+  // The parameter gradients: the gradient tensors the step reads. Each is
+  // the layer's whose backward kernel first writes it, or, when no layer
+  // claims that kernel (a wgrad named after no layer), the layer whose
+  // parameters a step kernel reading it updates, if it updates one layer's
+  // only (a per-parameter step; a foreach kernel updates many).
+  void FindGradients() {
+    out_.gradients.assign(out_.layers.size(), LayerGradients());
+    gradient_layer_.assign(iteration_.tensors.size(), -1);
+    std::vector<bool> read_by_step(iteration_.tensors.size(), false);
+    for (size_t k = out_.step_begin; k < kernels().size(); ++k) {
+      for (uint32_t t : kernels()[k].reads) read_by_step[t] = true;
+    }
+    auto claim = [&](uint32_t t, int layer) {
+      if (layer < 0 || gradient_layer_[t] >= 0 || !read_by_step[t] ||
+          !HasRole(iteration_, t, TensorRole::kGradient)) {
+        return;
+      }
+      gradient_layer_[t] = layer;
+      out_.gradients[static_cast<size_t>(layer)].tensors.push_back(t);
+    };
+    for (size_t k = out_.backward_begin; k < out_.step_begin; ++k) {
+      for (uint32_t t : kernels()[k].writes) claim(t, LayerOf(k));
+    }
+    for (size_t k = out_.step_begin; k < kernels().size(); ++k) {
+      int layer = -1;
+      for (uint32_t t : ParametersOf(iteration_, kernels()[k])) {
+        const int of = layer_of_tensor_[t];
+        if (of < 0 || (layer >= 0 && of != layer)) {
+          layer = -1;
+          break;
+        }
+        layer = of;
+      }
+      for (uint32_t t : kernels()[k].reads) claim(t, layer);
+    }
+    for (LayerGradients& gradients : out_.gradients) {
+      std::sort(gradients.tensors.begin(), gradients.tensors.end());
+      PageSet pages;
+      for (uint32_t t : gradients.tensors) {
+        pages.AddRange(iteration_.tensors[t].address, iteration_.tensors[t].size,
+                       /*whole_pages_only=*/true);
+      }
+      gradients.bytes = pages.bytes();
+    }
   }
 
-  // How long kernel k's accesses to the layer's parameters hold the
-  // host-to-device lane when they are remote: their reads at the remote
+  Nanos RemoteTime(size_t k, const std::vector<uint32_t>& remote) const {
+    return KernelTimeWithRemote(kernels()[k], remote, device_);
+  }
+  Nanos RemoteTime(size_t k, int layer) const {
+    return RemoteTime(k, out_.layers[static_cast<size_t>(layer)].parameters);
+  }
+
+  // How long kernel k's accesses to `remote` (sorted tensor indices) hold
+  // the host-to-device lane when they are remote: their reads at the remote
   // read rate, and on a half-duplex link (one lane) their writes too.
-  Nanos LaneTime(size_t k, int layer) const {
+  Nanos LaneTime(size_t k, const std::vector<uint32_t>& remote) const {
     const GraphKernel& kernel = kernels()[k];
-    const std::vector<uint32_t>& remote = out_.layers[static_cast<size_t>(layer)].parameters;
     auto bytes = [&remote](const std::vector<uint32_t>& tensors,
                            const std::vector<TensorTouch>& touches) {
       uint64_t total = 0;
@@ -232,6 +282,9 @@ class TableBuilder {
       ns += bytes(kernel.writes, kernel.write_touches) * 1e9 / link.remote_write_rate();
     }
     return std::llround(ns);
+  }
+  Nanos LaneTime(size_t k, int layer) const {
+    return LaneTime(k, out_.layers[static_cast<size_t>(layer)].parameters);
   }
 
   // The parameter-free kernels between two layers' go to the one before
@@ -288,6 +341,47 @@ class TableBuilder {
     out_.table.backward_before_first += pending;
   }
 
+  // T_GBP: each layer's backward times with its gradients remote. A
+  // backward kernel that touches a layer's gradients adds what making them
+  // remote adds to it: to the layer's backward with its parameters on the
+  // device and with them remote if it is the layer's own kernel, to both
+  // alike if not (a wgrad named after no layer, whose parameters are none).
+  void AddGradientTimes() {
+    for (size_t l = 0; l < out_.gradients.size(); ++l) {
+      out_.gradients[l].backward = out_.table.layers[l].backward;
+      out_.gradients[l].backward_from_host = out_.table.layers[l].backward_from_host;
+    }
+    for (size_t k = out_.backward_begin; k < out_.step_begin; ++k) {
+      const GraphKernel& kernel = kernels()[k];
+      std::vector<int> layers;  // whose gradients it touches
+      for (const std::vector<uint32_t>* list : {&kernel.reads, &kernel.writes}) {
+        for (uint32_t t : *list) {
+          if (gradient_layer_[t] >= 0) layers.push_back(gradient_layer_[t]);
+        }
+      }
+      std::sort(layers.begin(), layers.end());
+      layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+      const int own = LayerOf(k);
+      for (int layer : layers) {
+        LayerGradients& gradients = out_.gradients[static_cast<size_t>(layer)];
+        const Nanos local = ComputeTime(kernel, device_);
+        const Nanos added = RemoteTime(k, gradients.tensors) - local;
+        gradients.backward += added;
+        gradients.link += LaneTime(k, gradients.tensors);
+        if (own != layer) {
+          gradients.backward_from_host += added;
+          continue;
+        }
+        const std::vector<uint32_t>& parameters =
+            out_.layers[static_cast<size_t>(layer)].parameters;
+        std::vector<uint32_t> both;
+        std::merge(parameters.begin(), parameters.end(), gradients.tensors.begin(),
+                   gradients.tensors.end(), std::back_inserter(both));
+        gradients.backward_from_host += RemoteTime(k, both) - RemoteTime(k, parameters);
+      }
+    }
+  }
+
   // Whole pages, and one transfer per block they touch.
   void AddTransfers() {
     const double rate = device_.link.h2d_bytes_per_second;
@@ -310,6 +404,7 @@ class TableBuilder {
   const DeviceConfig& device_;
   ProgramLayers out_;
   std::vector<int> layer_of_tensor_;  // -1: not a parameter of any layer
+  std::vector<int> gradient_layer_;   // -1: not a layer's parameter gradient
   absl::flat_hash_map<std::string, int> prefix_owner_;
 };
 

@@ -51,6 +51,8 @@
 //    backward_link): their bytes at the remote read rate, and on a
 //    half-duplex link its remote writes' too. The sim's remote accesses
 //    share the lanes with migrations and go first, so copies wait for them.
+// And the same backward times and lane with the layer's parameter
+// gradients remote as well (LayerGradients), for GO-MemFerry.
 #ifndef UMLAB_POLICIES_MEMFERRY_LAYER_TABLE_BUILDER_H_
 #define UMLAB_POLICIES_MEMFERRY_LAYER_TABLE_BUILDER_H_
 
@@ -81,9 +83,31 @@ struct LayerKernels {
 };
 inline constexpr size_t kNoKernel = static_cast<size_t>(-1);
 
+// A layer's parameter gradients, for GO-MemFerry (§IV-D): the gradient
+// tensors the optimizer's step reads that the layer's backward kernels
+// write first, or, written by a kernel no layer claims, that a step kernel
+// updating only this layer's parameters reads. The step is what tells a
+// parameter's gradient (kept for the update) from an activation's (freed
+// within the backward), so an iteration without a step names none. Its
+// times are LayerCosts' of the same name with these tensors reached through
+// a remote mapping: the backward writing its gradients to host memory by
+// DHA, T_GBP, where LayerCosts has T_CBP.
+struct LayerGradients {
+  std::vector<uint32_t> tensors;  // ascending indices into IterationGraph::tensors
+  // The pages they cover entirely: what keeping them in host memory frees.
+  // A page they share with another tensor stays where that one needs it.
+  uint64_t bytes = 0;
+  Nanos backward = 0;
+  Nanos backward_from_host = 0;
+  // How long their accesses hold the host-to-device lane from the
+  // backward's start (LayerCosts::gradient_link when they are remote).
+  Nanos link = 0;
+};
+
 struct ProgramLayers {
   LayerTable table;
   std::vector<LayerKernels> layers;  // parallel to table.layers
+  std::vector<LayerGradients> gradients;  // parallel to table.layers
   size_t backward_begin = 0;  // the first backward kernel (kernels.size(): none)
   size_t step_begin = 0;      // the first kernel of the optimizer's step (kernels.size(): none)
   // Some GPU kernel of the iteration touches optimizer state: the step runs

@@ -11,21 +11,21 @@
 
 namespace umlab {
 
-absl::StatusOr<MemferryPlan> MemferryPolicy::ChooseModes(const PlanInput& input) const {
-  const bool gradients_share_link = !input.device.link.full_duplex;
+absl::StatusOr<MemferryPlan> MemferryPolicy::ChooseModes(const LayerTable& table,
+                                                         uint64_t parameter_budget_bytes,
+                                                         bool gradients_share_link) const {
   if (options_.modes == ModeSource::kPlan) {
     MemferryOptions planner;
     planner.dha_criterion = options_.dha_criterion;
-    planner.parameter_budget_bytes = static_cast<uint64_t>(
-        std::floor(options_.parameter_share * static_cast<double>(input.capacity_bytes)));
+    planner.parameter_budget_bytes = parameter_budget_bytes;
     planner.gradients_share_link = gradients_share_link;
-    return PlanMemferry(layers_.table, planner);
+    return PlanMemferry(table, planner);
   }
   MemferryPlan plan;
-  plan.modes.assign(layers_.table.layers.size(), options_.modes == ModeSource::kAllGfgb
-                                                     ? ExecutionMode::kGfgb
-                                                     : ExecutionMode::kDha);
-  plan.times = EvaluateSchedule(layers_.table, plan.modes, gradients_share_link);
+  plan.modes.assign(table.layers.size(), options_.modes == ModeSource::kAllGfgb
+                                             ? ExecutionMode::kGfgb
+                                             : ExecutionMode::kDha);
+  plan.times = EvaluateSchedule(table, plan.modes, gradients_share_link);
   return plan;
 }
 
@@ -36,13 +36,31 @@ absl::Status MemferryPolicy::Plan(const PlanInput& input) {
       BuildLayerTable(planned, input.program.kernel_names, input.device);
   if (!layers.ok()) return PolicyRefusal(layers.status().message());
   layers_ = *std::move(layers);
-  absl::StatusOr<MemferryPlan> plan = ChooseModes(input);
-  if (!plan.ok()) return plan.status();
-  plan_ = *std::move(plan);
+  const bool gradients_share_link = !input.device.link.full_duplex;
+  const uint64_t budget = static_cast<uint64_t>(
+      std::floor(options_.parameter_share * static_cast<double>(input.capacity_bytes)));
+  if (options_.gradient_reserve.has_value()) {
+    absl::StatusOr<GoMemferryPlan> plan = PlanGoMemferry(
+        layers_, *options_.gradient_reserve, budget, gradients_share_link,
+        [&](const LayerTable& table, uint64_t parameter_budget_bytes) {
+          return ChooseModes(table, parameter_budget_bytes, gradients_share_link);
+        });
+    if (!plan.ok()) return plan.status();
+    gradient_plan_ = *std::move(plan);
+    plan_ = gradient_plan_.modes;
+  } else {
+    absl::StatusOr<MemferryPlan> plan = ChooseModes(layers_.table, budget, gradients_share_link);
+    if (!plan.ok()) return plan.status();
+    plan_ = *std::move(plan);
+  }
 
   planned_exec_ids_.clear();
   for (const GraphKernel& kernel : planned.kernels) planned_exec_ids_.push_back(kernel.exec_id);
   PlacePages(planned);
+  if (options_.gradient_reserve.has_value()) {
+    gradient_placement_.Place(planned, layers_.gradients,
+                              GradientsOnHost(gradient_plan_.gradients));
+  }
   MarkPlannedIterations(input.program, planned);
   planned_ = true;
   return absl::OkStatus();
@@ -109,6 +127,7 @@ void MemferryPolicy::OnIterationBegin(uint64_t iteration) {
   copies_open_.clear();
   MapPendingPages();
   MapRemotePages();
+  gradient_placement_.OnIterationBegin(context(), acting_);
   // GFGB loads, back to back in forward order.
   for (size_t l = 0; l < moved_pages_.size(); ++l) {
     if (plan_.modes[l] == ExecutionMode::kGfgb) QueueCopy(l);
@@ -198,6 +217,7 @@ void MemferryPolicy::OnKernelEnd(uint32_t /*exec_id*/) {
   if (auto it = release_after_.find(k); it != release_after_.end()) {
     for (size_t l : it->second) Release(l);
   }
+  gradient_placement_.OnKernelEnd(context(), k);
   if (k + 1 == layers_.backward_begin) forward_end_ = now;
   if (k + 1 == layers_.step_begin) backward_end_ = now;
   if (k + 1 == planned_exec_ids_.size() && forward_end_ >= 0) {
@@ -251,7 +271,9 @@ void MemferryPolicy::Release(size_t layer) {
 }
 
 void MemferryPolicy::OnAllocatorEvent(const Event& event) {
-  if (!planned_ || event.kind != EventKind::kActivate) return;
+  if (!planned_) return;
+  gradient_placement_.OnAllocatorEvent(context(), event, acting_);
+  if (event.kind != EventKind::kActivate) return;
   // Parameters live in host memory from the start: what the program's setup
   // writes into them goes there.
   ForEachBlockRange(event.address, event.size, /*whole_pages_only=*/false,
@@ -262,7 +284,8 @@ void MemferryPolicy::OnAllocatorEvent(const Event& event) {
 }
 
 PageMask MemferryPolicy::MapRemotelyOnFault(BlockNumber block, const PageMask& faulted) {
-  return faulted & remote_pages_.In(block) & ~device_window_.In(block);
+  return (faulted & remote_pages_.In(block) & ~device_window_.In(block)) |
+         gradient_placement_.MapRemotelyOnFault(block, faulted);
 }
 
 void MemferryPolicy::ReportStats(PolicyStats& out) const {
@@ -293,6 +316,62 @@ void MemferryPolicy::ReportStats(PolicyStats& out) const {
   out.AddCount("dfgb_late_bytes", late_copy_bytes_);
   out.AddCount("remote_pages_found_resident", pages_left_resident_);
   out.AddCount("kernels_off_plan", kernels_off_plan_);
+  if (options_.gradient_reserve.has_value()) ReportGradientStats(out);
+}
+
+void MemferryPolicy::ReportGradientStats(PolicyStats& out) const {
+  const GradientOffloadPlan& gradients = gradient_plan_.gradients;
+  uint64_t layers_offloaded = 0;
+  uint64_t bytes_offloaded = 0;
+  Nanos cost = 0;  // what offloading costs the backward over keeping every gradient
+  const std::vector<GradientCosts> costs = GradientCostsUnder(layers_, plan_.modes);
+  for (size_t l = 0; l < gradients.keep_in_device.size(); ++l) {
+    if (gradients.keep_in_device[l] || costs[l].gradient_bytes == 0) continue;
+    ++layers_offloaded;
+    bytes_offloaded += costs[l].gradient_bytes;
+    cost += costs[l].backward_to_host - costs[l].backward_in_device;
+  }
+  out.AddCount("gradient_reserve_bytes", gradients.reserve_bytes);
+  out.AddCount("layers_gradients_offloaded", layers_offloaded);
+  out.AddCount("gradient_bytes_offloaded", bytes_offloaded);
+  out.AddCount("gradient_bytes_kept", gradients.kept_bytes);
+  out.AddReal("planned_gradient_cost_ms", static_cast<double>(cost) / 1e6);
+  out.AddCount("parameter_budget_bytes", gradient_plan_.parameter_budget_bytes);
+  out.AddCount("gradient_layers_replanned",
+               static_cast<uint64_t>(gradient_plan_.gradients_replanned));
+  out.AddCount("gradients_mapped", gradient_placement_.gradients_mapped());
+  out.AddCount("gradient_bytes_found_on_device", gradient_placement_.bytes_found_on_device());
+  out.AddCount("peak_gradient_bytes_on_device", gradient_placement_.peak_bytes_on_device());
+}
+
+std::vector<ParamInfo> MemferryParams() {
+  return {{"dha_criterion", ParamType::kString, "whole-load",
+           "Algorithm 1's line 3: a layer goes DHA when its host forward is no slower than its "
+           "GPU forward plus its whole load (whole-load, as printed) or plus the part of its load "
+           "the reserved time cannot hide (exposed-load)",
+           {},
+           {"whole-load", "exposed-load"}},
+          {"parameter_share", ParamType::kDouble, "1",
+           "fraction of the device memory the GFGB and DFGB parameters may take (with "
+           "go-memferry, together with the gradients kept); past it the cheapest GFGB layers per "
+           "byte go DHA",
+           ParamRange::Closed(0, 1)},
+          {"modes", ParamType::kString, "plan",
+           "plan (the planner's modes), gfgb or dha (every layer in that mode, unplanned: the "
+           "baselines)",
+           {},
+           {"plan", "gfgb", "dha"}}};
+}
+
+MemferryPolicyOptions MemferryOptionsFrom(const ParamMap& params) {
+  MemferryPolicyOptions options;
+  options.dha_criterion = params.Choice("dha_criterion") == 0 ? DhaCriterion::kWholeLoad
+                                                              : DhaCriterion::kExposedLoad;
+  options.parameter_share = params.Double("parameter_share");
+  constexpr ModeSource kSources[] = {ModeSource::kPlan, ModeSource::kAllGfgb,
+                                     ModeSource::kAllDha};
+  options.modes = kSources[params.Choice("modes")];
+  return options;
 }
 
 UMLAB_REGISTER_POLICY(
@@ -302,30 +381,9 @@ UMLAB_REGISTER_POLICY(
      "start, kept), DHA (read in host memory through a remote mapping) or DFGB (remote in the "
      "forward, copied in the link's idle window before its backward), chosen by the paper's "
      "Algorithm 1 from umlab's cost model; everything else paged on demand",
-     {{"dha_criterion", ParamType::kString, "whole-load",
-       "Algorithm 1's line 3: a layer goes DHA when its host forward is no slower than its "
-       "GPU forward plus its whole load (whole-load, as printed) or plus the part of its load "
-       "the reserved time cannot hide (exposed-load)",
-       {},
-       {"whole-load", "exposed-load"}},
-      {"parameter_share", ParamType::kDouble, "1",
-       "fraction of the device memory the GFGB and DFGB parameters may take; past it the "
-       "cheapest GFGB layers per byte go DHA",
-       ParamRange::Closed(0, 1)},
-      {"modes", ParamType::kString, "plan",
-       "plan (the planner's modes), gfgb or dha (every layer in that mode, unplanned: the "
-       "baselines)",
-       {},
-       {"plan", "gfgb", "dha"}}},
+     MemferryParams(),
      [](const ParamMap& params) -> absl::StatusOr<std::unique_ptr<Policy>> {
-       MemferryPolicyOptions options;
-       options.dha_criterion = params.Choice("dha_criterion") == 0 ? DhaCriterion::kWholeLoad
-                                                                   : DhaCriterion::kExposedLoad;
-       options.parameter_share = params.Double("parameter_share");
-       constexpr ModeSource kSources[] = {ModeSource::kPlan, ModeSource::kAllGfgb,
-                                          ModeSource::kAllDha};
-       options.modes = kSources[params.Choice("modes")];
-       return std::make_unique<MemferryPolicy>(options);
+       return std::make_unique<MemferryPolicy>(MemferryOptionsFrom(params));
      }});
 
 }  // namespace umlab

@@ -53,14 +53,25 @@
 // The plan's kernel positions (DFGB copies and releases) apply to the
 // iterations shaped like the planned one (ProgramGraph: same kernels, same
 // tensors); in any other iteration DFGB layers stay remote, as DHA ones.
+//
+// `go-memferry` (GO-MemFerry, §IV-D) is this policy with a gradient reserve
+// factor: the modes and the parameter gradients' placement are planned
+// together (go_memferry_planner.h), and the gradients the plan sends to
+// host memory are written there by the backward through remote mappings
+// (gradient_placement.h). Without a reserve (memferry) gradients are paged
+// on demand.
 #ifndef UMLAB_POLICIES_MEMFERRY_MEMFERRY_H_
 #define UMLAB_POLICIES_MEMFERRY_MEMFERRY_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/param_map.h"
 #include "core/policy.h"
+#include "policies/memferry/go_memferry_planner.h"
+#include "policies/memferry/gradient_placement.h"
 #include "policies/memferry/layer_table_builder.h"
 #include "policies/memferry/memferry_planner.h"
 #include "policies/memferry/page_set.h"
@@ -74,10 +85,19 @@ enum class ModeSource : uint8_t { kPlan, kAllGfgb, kAllDha };
 struct MemferryPolicyOptions {
   DhaCriterion dha_criterion = DhaCriterion::kWholeLoad;
   // The share of the device memory the GFGB and DFGB parameters may take
-  // (the planner's parameter budget).
+  // (the planner's parameter budget); with a gradient reserve, the
+  // parameters and the gradients kept on the device together.
   double parameter_share = 1.0;
   ModeSource modes = ModeSource::kPlan;
+  // GO-MemFerry's S_req: the share of the parameter gradients' bytes that
+  // may stay on the device, the rest written to host memory. None: plain
+  // MemFerry, gradients paged on demand.
+  std::optional<double> gradient_reserve;
 };
+
+// The parameters memferry and go-memferry share, and the options they say.
+std::vector<ParamInfo> MemferryParams();
+MemferryPolicyOptions MemferryOptionsFrom(const ParamMap& params);
 
 class MemferryPolicy final : public Policy {
  public:
@@ -98,9 +118,15 @@ class MemferryPolicy final : public Policy {
   // What Plan() decided, for tests and reports.
   const ProgramLayers& layers() const { return layers_; }
   const MemferryPlan& plan() const { return plan_; }
+  // With a gradient reserve: the gradient plan carried out (per layer,
+  // whether its gradients stay on the device), and the run's counts.
+  const GoMemferryPlan& gradient_plan() const { return gradient_plan_; }
+  const GradientPlacement& gradient_placement() const { return gradient_placement_; }
 
  private:
-  absl::StatusOr<MemferryPlan> ChooseModes(const PlanInput& input) const;
+  absl::StatusOr<MemferryPlan> ChooseModes(const LayerTable& table, uint64_t parameter_budget_bytes,
+                                           bool gradients_share_link) const;
+  void ReportGradientStats(PolicyStats& out) const;
   // Which pages each layer moves and which are remote, and the kernels at
   // whose end DFGB copies start and releases happen.
   void PlacePages(const IterationGraph& planned);
@@ -125,6 +151,8 @@ class MemferryPolicy final : public Policy {
   bool planned_ = false;
   ProgramLayers layers_;
   MemferryPlan plan_;
+  GoMemferryPlan gradient_plan_;
+  GradientPlacement gradient_placement_;
   std::vector<uint32_t> planned_exec_ids_;  // the planned iteration's kernels
 
   // Per layer (parallel to layers_.layers): the pages it moves. Empty for a

@@ -1,6 +1,6 @@
 // A set of pages, block by block in address order: the pages a layer's
-// parameters occupy, which the memferry policy maps, copies and releases
-// together. Tensors smaller than a page share pages (the allocator packs
+// parameters (or its gradients) occupy, which the memferry policy maps,
+// copies and releases together. Tensors smaller than a page share pages (the allocator packs
 // biases and norms), so sets of different layers can overlap and are
 // combined page by page.
 #ifndef UMLAB_POLICIES_MEMFERRY_PAGE_SET_H_
@@ -17,9 +17,11 @@ namespace umlab {
 
 class PageSet {
  public:
-  // Every page [address, address + size) touches.
-  void AddRange(uint64_t address, uint64_t size) {
-    ForEachBlockRange(address, size, /*whole_pages_only=*/false,
+  // Every page [address, address + size) touches, or with
+  // `whole_pages_only` the pages it covers entirely (those no other live
+  // tensor can share).
+  void AddRange(uint64_t address, uint64_t size, bool whole_pages_only = false) {
+    ForEachBlockRange(address, size, whole_pages_only,
                       [&](BlockNumber block, const PageMask& pages) { blocks_[block] |= pages; });
   }
   void AddPages(BlockNumber block, const PageMask& pages) {

@@ -22,6 +22,7 @@
 #include "policies/memferry/layer_table_builder.h"
 #include "policies/memferry/memferry.h"
 #include "tests/memferry_support.h"
+#include "tests/offload_program.h"
 #include "tests/scripted_moves.h"
 #include "tests/sim_harness.h"
 #include "tests/umlab_in_process.h"
@@ -498,6 +499,19 @@ TEST(MemferryCliTest, RunsGpt2SmallEndToEnd) {
   EXPECT_THAT(outcome.out, HasSubstr("\"layers_dha\":"));
   EXPECT_THAT(outcome.out, HasSubstr("\"optimizer_on_device\":1"));
   EXPECT_THAT(outcome.out, HasSubstr("\"kernels_off_plan\":0"));
+}
+
+TEST(MemferryPolicyTest, WithTheStepOnTheHostTheGradientLeavesDuringTheBackward) {
+  // The offloaded step in miniature (tests/offload_program.h): memferry
+  // writes the gradient back as soon as the backward is done with it,
+  // behind kernel 3, so the CPU's step does not wait for it.
+  std::unique_ptr<Policy> policy = MakeMemferry();
+  const SimRun run = RunOnSim(OffloadedStep(), 4, *policy);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.pre_evictions, 1u);
+  EXPECT_EQ(run.stats.host_writeback_bytes, 0u);
+  EXPECT_EQ(run.stats.host_wait_ns, 0);
+  EXPECT_EQ(StatsOf(*policy).at("gradients_written_back"), PolicyStats::Value(uint64_t{1}));
 }
 
 }  // namespace

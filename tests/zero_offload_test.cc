@@ -7,46 +7,13 @@
 #include "core/tensor_role.h"
 #include "policies/demand/demand.h"
 #include "policies/zero_offload/zero_offload.h"
+#include "tests/offload_program.h"
 #include "tests/sim_harness.h"
 
 namespace umlab::testing {
 namespace {
 
 constexpr Nanos kUs = 1000;
-constexpr Nanos kBlockMove = 2097152;  // 2 MiB at 1 GB/s
-
-uint8_t Role(TensorRole role) { return static_cast<uint8_t>(role) + 1; }
-
-// One iteration: kernel 1 (forward) reads the parameter (block 0) and
-// kernel 2 (backward) writes its gradient (block 1); kernel 3 is 3 ms of
-// other backward work; host kernel 4 (the CPU's step, 3 ms) reads the
-// gradient and writes the parameter; kernel 5 is 3 ms of other work and
-// kernel 6 (the next forward) reads the parameter.
-ProgramBuilder OffloadedStep() {
-  ProgramBuilder p;
-  p.Alloc(0, 2);
-  p.Activate(ProgramBuilder::BlockAddress(0), kBlockSize, Role(TensorRole::kParameter));
-  // The CPU initialises the parameter: the device's copies of it are
-  // clean, and leave without a write-back when the step takes them.
-  p.OnHost(100).Kernel(100, 10 * kUs, {0}, /*write=*/true);
-  p.Iteration(0);
-  p.Activate(ProgramBuilder::BlockAddress(1), kBlockSize, Role(TensorRole::kGradient));
-  p.Kernel(1, 10 * kUs, {0});
-  p.Begin(2, 10 * kUs)
-      .Access(ProgramBuilder::BlockAddress(0), kBlockSize, false)
-      .Access(ProgramBuilder::BlockAddress(1), kBlockSize, true)
-      .End(2);
-  p.Kernel(3, 3000 * kUs, {});
-  p.OnHost(4)
-      .Begin(4, 3000 * kUs)
-      .Access(ProgramBuilder::BlockAddress(1), kBlockSize, false)
-      .Access(ProgramBuilder::BlockAddress(0), kBlockSize, true)
-      .End(4);
-  p.Kernel(5, 3000 * kUs, {});
-  p.Kernel(6, 10 * kUs, {0});
-  p.Deactivate(ProgramBuilder::BlockAddress(1), kBlockSize);
-  return p;
-}
 
 TEST(ZeroOffloadTest, TheGradientLeavesDuringTheBackwardAndTheParameterReturnsDuringTheStep) {
   ZeroOffloadPolicy policy;

@@ -19,6 +19,11 @@
 // (x * W) and data-gradient (dy * W^T), over the rows of x: how many passes
 // over the weight reach the link.
 //
+// Last, gathers of random rows of 32 bytes to 4 KiB out of a 512 MiB table in
+// each placement (an embedding bag's lookups, DLRM's 256-byte rows among
+// them): what small scattered remote reads cost per byte, next to the
+// streaming rate.
+//
 // It allocates at most 512 MiB of each kind.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -312,8 +317,46 @@ int main() {
       Release(placement, w);
     }
   }
-  std::printf("]}\n");
+  std::printf("],\n \"gathers\":[");
   if (!Ok(cudaGetLastError(), "a cuBLAS GEMM")) return 1;
+  {
+    const size_t table_bytes = size_t{512} << 20;
+    const int lookups = 65536;
+    const int row_sizes[] = {32, 64, 128, 256, 512, 1024, 4096};
+    int* lookup_ids = nullptr;
+    float* gathered = nullptr;
+    cudaMalloc(&lookup_ids, lookups * sizeof(int));
+    cudaMalloc(&gathered, size_t(lookups) * 4096);
+    std::vector<int> host_lookup(lookups);
+    bool first_gather = true;
+    for (Placement placement :
+         {Placement::kHbm, Placement::kManagedRemote, Placement::kPinnedMapped}) {
+      auto* table = static_cast<float*>(Allocate(placement, table_bytes, device));
+      if (table == nullptr) return 1;
+      for (int row_bytes : row_sizes) {
+        const size_t table_rows = table_bytes / row_bytes;
+        // Scattered rows, each looked up once (a multiplicative hash).
+        for (int i = 0; i < lookups; ++i) {
+          host_lookup[i] = static_cast<int>((i * 2654435761ull + 12345) % table_rows);
+        }
+        cudaMemcpy(lookup_ids, host_lookup.data(), lookups * sizeof(int),
+                   cudaMemcpyHostToDevice);
+        const int row_floats = row_bytes / 4;
+        const float gather_ms = BestMs(
+            [&] { Gather<<<blocks, 256>>>(table, lookup_ids, gathered, lookups, row_floats); });
+        std::printf("%s\n  {\"placement\":\"%s\",\"row_bytes\":%d,\"lookups\":%d,"
+                    "\"gather_us\":%.1f,\"gbps\":%.2f}",
+                    first_gather ? "" : ",", PlacementName(placement), row_bytes, lookups,
+                    gather_ms * 1e3, double(lookups) * row_bytes / gather_ms / 1e6);
+        first_gather = false;
+      }
+      Release(placement, table);
+    }
+    cudaFree(lookup_ids);
+    cudaFree(gathered);
+  }
+  std::printf("]}\n");
+  if (!Ok(cudaGetLastError(), "a gather")) return 1;
   cublasDestroy(handle);
   cudaFree(hx);
   cudaFree(hy);

@@ -56,6 +56,7 @@ absl::Status MemferryPolicy::Plan(const PlanInput& input) {
 
   planned_exec_ids_.clear();
   for (const GraphKernel& kernel : planned.kernels) planned_exec_ids_.push_back(kernel.exec_id);
+  host_step_ = ScheduleHostStep(planned);
   PlacePages(planned);
   if (options_.gradient_reserve.has_value()) {
     gradient_placement_.Place(planned, layers_.gradients,
@@ -218,6 +219,14 @@ void MemferryPolicy::OnKernelEnd(uint32_t /*exec_id*/) {
     for (size_t l : it->second) Release(l);
   }
   gradient_placement_.OnKernelEnd(context(), k);
+  // Gradients mapped remotely are in host memory already: nothing is
+  // resident to write back, and the engine skips them.
+  for (const TensorMove& move : host_step_.write_back_after[k]) {
+    for (const auto& [block, pages] : move.pages) {
+      context().PreEvictPages(block, pages, MemoryTier::kHost);
+    }
+    ++gradients_written_back_;
+  }
   if (k + 1 == layers_.backward_begin) forward_end_ = now;
   if (k + 1 == layers_.step_begin) backward_end_ = now;
   if (k + 1 == planned_exec_ids_.size() && forward_end_ >= 0) {
@@ -304,6 +313,7 @@ void MemferryPolicy::ReportStats(PolicyStats& out) const {
     out.AddCount(absl::StrCat("parameter_bytes_", name), bytes[m]);
   }
   out.AddCount("optimizer_on_device", layers_.optimizer_on_device ? 1 : 0);
+  out.AddCount("gradients_written_back", gradients_written_back_);
   const ScheduleTimes& t = plan_.times;
   out.AddReal("planned_forward_ms", static_cast<double>(t.forward_time) / 1e6);
   out.AddReal("planned_backward_ms", static_cast<double>(t.backward_time) / 1e6);

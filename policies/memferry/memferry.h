@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/host_step_schedule.h"
 #include "core/param_map.h"
 #include "core/policy.h"
 #include "policies/memferry/go_memferry_planner.h"
@@ -153,6 +154,12 @@ class MemferryPolicy final : public Policy {
   MemferryPlan plan_;
   GoMemferryPlan gradient_plan_;
   GradientPlacement gradient_placement_;
+  // With the step on the CPU (offload=true), the gradients it reads go to
+  // the host as the backward finishes each, as in ZeRO-Offload, which
+  // MemFerry builds on (§II-B: "During the BP process, the gradients will
+  // be asynchronously transmitted to CPU").
+  HostStepSchedule host_step_;
+  uint64_t gradients_written_back_ = 0;
   std::vector<uint32_t> planned_exec_ids_;  // the planned iteration's kernels
 
   // Per layer (parallel to layers_.layers): the pages it moves. Empty for a

@@ -16,6 +16,15 @@ BlockPages PagesOf(const GraphTensor& tensor, bool whole_pages_only) {
   return pages;
 }
 
+bool SharesABlock(const BlockPages& a, const BlockPages& b) {
+  for (const auto& [block, pages] : a) {
+    for (const auto& [other, other_pages] : b) {
+      if (block == other) return true;
+    }
+  }
+  return false;
+}
+
 bool Touches(const GraphKernel& kernel, uint32_t tensor) {
   return std::binary_search(kernel.reads.begin(), kernel.reads.end(), tensor) ||
          std::binary_search(kernel.writes.begin(), kernel.writes.end(), tensor);
@@ -53,9 +62,18 @@ HostStepSchedule ScheduleHostStep(const IterationGraph& iteration) {
             !std::binary_search(reader.reads.begin(), reader.reads.end(), tensor)) {
           continue;
         }
-        schedule.reload_after[h].push_back(
-            {tensor, PagesOf(iteration.tensors[tensor], /*whole_pages_only=*/false),
-             reader.exec_id});
+        BlockPages pages = PagesOf(iteration.tensors[tensor], /*whole_pages_only=*/false);
+        // After the last host kernel of this stretch of the step that
+        // touches one of its blocks.
+        size_t after = h;
+        for (size_t later = h + 1; later < kernels.size() && kernels[later].on_host; ++later) {
+          for (const std::vector<uint32_t>* uses : {&kernels[later].reads, &kernels[later].writes}) {
+            for (uint32_t other : *uses) {
+              if (SharesABlock(pages, PagesOf(iteration.tensors[other], false))) after = later;
+            }
+          }
+        }
+        schedule.reload_after[after].push_back({tensor, std::move(pages), reader.exec_id});
         schedule.reload_bytes += iteration.tensors[tensor].size;
         reloaded[tensor] = true;
         break;

@@ -12,7 +12,10 @@
 //   after it; if a device kernel of the iteration reads it, it can come
 //   back as soon as the host kernel ends, overlapping the rest of the step,
 //   as ZeRO-Offload copies each updated parameter back while the CPU
-//   updates the next.
+//   updates the next. Not before the last host kernel that touches one of
+//   its 2 MB blocks, though: that kernel's claim would wait for the copy
+//   (a block moves under one lock, Engine::ClaimForHost) and take the
+//   block's pages back off the device.
 //
 // Both lists hold the tensors' pages, whole pages only for write-backs (a
 // page shared with a neighbour still in use stays, and leaves at the host

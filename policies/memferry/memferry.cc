@@ -282,6 +282,7 @@ void MemferryPolicy::Release(size_t layer) {
 void MemferryPolicy::OnAllocatorEvent(const Event& event) {
   if (!planned_) return;
   gradient_placement_.OnAllocatorEvent(context(), event, acting_);
+  if (options_.recycle_freed_pages) freed_pages_.OnAllocatorEvent(context(), event);
   if (event.kind != EventKind::kActivate) return;
   // Parameters live in host memory from the start: what the program's setup
   // writes into them goes there.
@@ -314,6 +315,8 @@ void MemferryPolicy::ReportStats(PolicyStats& out) const {
   }
   out.AddCount("optimizer_on_device", layers_.optimizer_on_device ? 1 : 0);
   out.AddCount("gradients_written_back", gradients_written_back_);
+  out.AddCount("freed_bytes_discarded", freed_pages_.discarded_bytes());
+  out.AddCount("freed_bytes_populated", freed_pages_.populated_bytes());
   const ScheduleTimes& t = plan_.times;
   out.AddReal("planned_forward_ms", static_cast<double>(t.forward_time) / 1e6);
   out.AddReal("planned_backward_ms", static_cast<double>(t.backward_time) / 1e6);
@@ -370,7 +373,8 @@ std::vector<ParamInfo> MemferryParams() {
            "plan (the planner's modes), gfgb or dha (every layer in that mode, unplanned: the "
            "baselines)",
            {},
-           {"plan", "gfgb", "dha"}}};
+           {"plan", "gfgb", "dha"}},
+          FreedPagesParam()};
 }
 
 MemferryPolicyOptions MemferryOptionsFrom(const ParamMap& params) {
@@ -381,6 +385,7 @@ MemferryPolicyOptions MemferryOptionsFrom(const ParamMap& params) {
   constexpr ModeSource kSources[] = {ModeSource::kPlan, ModeSource::kAllGfgb,
                                      ModeSource::kAllDha};
   options.modes = kSources[params.Choice("modes")];
+  options.recycle_freed_pages = RecyclesFreedPages(params);
   return options;
 }
 

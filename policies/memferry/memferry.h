@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/freed_tensor_pages.h"
 #include "core/host_step_schedule.h"
 #include "core/param_map.h"
 #include "core/policy.h"
@@ -94,6 +95,9 @@ struct MemferryPolicyOptions {
   // may stay on the device, the rest written to host memory. None: plain
   // MemFerry, gradients paged on demand.
   std::optional<double> gradient_reserve;
+  // Freed tensors' pages dropped and new ones populated, as on the device
+  // memory MemFerry trains on (core/freed_tensor_pages.h).
+  bool recycle_freed_pages = false;
 };
 
 // The parameters memferry and go-memferry share, and the options they say.
@@ -160,6 +164,7 @@ class MemferryPolicy final : public Policy {
   // be asynchronously transmitted to CPU").
   HostStepSchedule host_step_;
   uint64_t gradients_written_back_ = 0;
+  FreedTensorPages freed_pages_;
   std::vector<uint32_t> planned_exec_ids_;  // the planned iteration's kernels
 
   // Per layer (parallel to layers_.layers): the pages it moves. Empty for a

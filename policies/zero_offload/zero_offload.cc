@@ -34,6 +34,10 @@ void ZeroOffloadPolicy::OnKernelEnd(uint32_t /*exec_id*/) {
   }
 }
 
+void ZeroOffloadPolicy::OnAllocatorEvent(const Event& event) {
+  if (recycle_freed_pages_) freed_pages_.OnAllocatorEvent(context(), event);
+}
+
 void ZeroOffloadPolicy::ReportStats(PolicyStats& out) const {
   const HostStepSchedule* last = plans_.last();
   out.AddCount("planned_write_back_bytes", last == nullptr ? 0 : last->write_back_bytes);
@@ -41,6 +45,8 @@ void ZeroOffloadPolicy::ReportStats(PolicyStats& out) const {
   out.AddCount("tensors_written_back", written_back_tensors_);
   out.AddCount("tensors_reloaded", reloaded_tensors_);
   out.AddCount("kernels_off_plan", plans_.unplanned_kernels());
+  out.AddCount("freed_bytes_discarded", freed_pages_.discarded_bytes());
+  out.AddCount("freed_bytes_populated", freed_pages_.populated_bytes());
 }
 
 UMLAB_REGISTER_POLICY(
@@ -49,9 +55,9 @@ UMLAB_REGISTER_POLICY(
      "ZeRO-Offload's schedule for programs whose optimizer step runs on the CPU "
      "(offload=true): gradients written back as the backward produces them, parameters copied "
      "back as the CPU updates them, everything else on demand",
-     {},
-     [](const ParamMap&) -> absl::StatusOr<std::unique_ptr<Policy>> {
-       return std::make_unique<ZeroOffloadPolicy>();
+     {FreedPagesParam()},
+     [](const ParamMap& params) -> absl::StatusOr<std::unique_ptr<Policy>> {
+       return std::make_unique<ZeroOffloadPolicy>(RecyclesFreedPages(params));
      }});
 
 }  // namespace umlab

@@ -10,6 +10,9 @@
 //   - each parameter is copied back to the device as soon as the CPU has
 //     updated it, overlapping the update of the next ("Params").
 // What to move when comes from the program graph (core/host_step_schedule.h).
+// With `freed_pages=recycle`, freed tensors' pages are dropped and new
+// ones populated ahead (core/freed_tensor_pages.h), as on the cudaMalloc
+// memory ZeRO-Offload runs on.
 // A program without host kernels runs as `demand`.
 #ifndef UMLAB_POLICIES_ZERO_OFFLOAD_ZERO_OFFLOAD_H_
 #define UMLAB_POLICIES_ZERO_OFFLOAD_ZERO_OFFLOAD_H_
@@ -17,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/freed_tensor_pages.h"
 #include "core/host_step_schedule.h"
 #include "core/iteration_plans.h"
 #include "core/policy.h"
@@ -25,14 +29,19 @@ namespace umlab {
 
 class ZeroOffloadPolicy final : public Policy {
  public:
+  explicit ZeroOffloadPolicy(bool recycle_freed_pages = false)
+      : recycle_freed_pages_(recycle_freed_pages) {}
   bool PlansAhead() const override { return true; }
   absl::Status Plan(const PlanInput& input) override;
   void OnIterationBegin(uint64_t iteration) override;
   void OnKernelBegin(uint32_t exec_id) override;
   void OnKernelEnd(uint32_t exec_id) override;
+  void OnAllocatorEvent(const Event& event) override;
   void ReportStats(PolicyStats& out) const override;
 
  private:
+  const bool recycle_freed_pages_;
+  FreedTensorPages freed_pages_;
   IterationPlans<HostStepSchedule> plans_;
   // The running kernel's place in its iteration's schedule (null: none).
   const HostStepSchedule* schedule_ = nullptr;

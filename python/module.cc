@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/json_contract.h"
 #include "cli/json_text.h"
+#include "core/trace_format.h"
 #include "python/catalog.h"
 #include "python/error.h"
 #include "python/trace_arrays.h"
@@ -102,4 +103,6 @@ PYBIND11_MODULE(_umlab, m) {
   m.def("read_trace", &ReadTrace, py::arg("path"));
   m.def("event_kinds", &EventKindNames);
   m.attr("CONTRACT_VERSION") = cli::JsonContractVersion();
+  // The .umt format this module writes and reads up to (docs/trace-format.md).
+  m.attr("TRACE_VERSION") = umlab::kTraceVersion;
 }

@@ -92,7 +92,7 @@ def test_read_trace_decodes_a_recording(tmp_path):
     trace = tmp_path / "small.umt"
     recorded = umlab.record(trace, policy="demand", capacity=0.5, **SMALL)["runs"][0]
     decoded = umlab.read_trace(trace)
-    assert decoded["version"] == 3  # the .umt format (docs/trace-format.md)
+    assert decoded["version"] == umlab.TRACE_VERSION  # the .umt format (docs/trace-format.md)
     assert decoded["metadata"]["workload"] == "mlp"
     assert decoded["metadata"]["policy"] == "demand"
 

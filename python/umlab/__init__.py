@@ -30,12 +30,13 @@ from . import _umlab
 from ._umlab import Error, backends, devices, policies, workloads
 
 __all__ = [
-    "CONTRACT_VERSION", "EVENT_KINDS", "Error", "backends", "compare", "devices", "inspect",
+    "CONTRACT_VERSION", "TRACE_VERSION", "EVENT_KINDS", "Error", "backends", "compare", "devices", "inspect",
     "policies", "read_trace", "record", "replay", "run", "workloads",
 ]
 
 # The JSON contract version this module reads and its runs carry ("1.2").
 CONTRACT_VERSION = _umlab.CONTRACT_VERSION
+TRACE_VERSION = _umlab.TRACE_VERSION  # the .umt format written (docs/trace-format.md)
 # {kind byte: name} for the `kind` field of read_trace()'s events, e.g. {16: "fault"}.
 EVENT_KINDS = _umlab.event_kinds()
 

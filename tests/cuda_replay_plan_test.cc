@@ -72,6 +72,30 @@ TEST(ReplayPlan, MergesEveryReservedRangeOnce) {
   EXPECT_EQ(plan->segment_bytes, 4 * kBlockSize);
 }
 
+TEST(ReplayPlan, PlansHostKernelsInOrderWithTheirAccesses) {
+  // Host kernel 2 stays in its place among the GPU's kernels, with the
+  // ranges the CPU will touch.
+  ProgramBuilder program;
+  program.Alloc(0, 2).Kernel(1, 10, {0}, /*write=*/true);
+  program.OnHost(2).Kernel(2, 20, {0, 1}, /*write=*/true);
+  program.Kernel(3, 10, {1});
+  auto source = program.Source();
+  absl::StatusOr<ReplayPlan> plan = BuildReplayPlan(source, false);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->kernels.size(), 3u);
+  EXPECT_EQ(plan->host_kernels, 1u);
+  EXPECT_FALSE(plan->kernels[0].on_host);
+  EXPECT_TRUE(plan->kernels[1].on_host);
+  EXPECT_FALSE(plan->kernels[2].on_host);
+  const PlannedKernel& host = plan->kernels[1];
+  EXPECT_EQ(host.accesses, 2u * kPagesPerBlock);
+  ASSERT_EQ(host.range_count, 1u);
+  EXPECT_TRUE(plan->ranges[host.first_range].write);
+  // The define comes before the host kernel, among the events between.
+  EXPECT_EQ(host.event_count, 1u);
+  EXPECT_EQ(plan->between[host.first_event].kind, EventKind::kKernelDefine);
+}
+
 TEST(ReplayPlan, RefusesAnAccessOutsideEveryReservedRange) {
   ProgramBuilder program;
   program.Alloc(0, 1).Kernel(3, 10, {0, 2});

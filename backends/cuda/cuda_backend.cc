@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "core/access_pace.h"
 #include "core/backend_registry.h"
+#include "core/block_range.h"
 #include "core/byte_size.h"
 #include "core/sigint_guard.h"
 
@@ -33,6 +34,11 @@ uint64_t HostMemoryBytes() {
 // Reads a stamp the GPU writes into host-mapped memory.
 uint64_t ReadStamp(const uint64_t& stamp) {
   return *static_cast<const volatile uint64_t*>(&stamp);
+}
+
+// Writes one from the host (a host kernel's), as the GPU would.
+void WriteStamp(uint64_t& stamp, uint64_t value) {
+  *static_cast<volatile uint64_t*>(&stamp) = value;
 }
 
 }  // namespace
@@ -317,6 +323,26 @@ void CudaBackend::LaunchAll() {
       std::this_thread::sleep_for(std::chrono::microseconds(5));
     }
     const PlannedKernel& kernel = plan_.kernels[k];
+    if (plan_.host_kernels > 0) {
+      // In program order, for the host kernels' reads: what the program
+      // dropped before this kernel, and what this kernel writes.
+      for (uint64_t i = kernel.first_event; i < kernel.first_event + kernel.event_count; ++i) {
+        const Event& event = plan_.between[i];
+        if (event.kind == EventKind::kFree || event.kind == EventKind::kDeactivate) {
+          page_writes_.Dropped(event.address, event.size);
+        }
+      }
+    }
+    if (kernel.on_host) {
+      if (!RunHostKernel(k)) return;
+      continue;
+    }
+    if (plan_.host_kernels > 0) {
+      for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
+        const PlannedRange& range = plan_.ranges[r];
+        if (range.write) page_writes_.Written(range.first_page, range.pages);
+      }
+    }
     ReplayKernelArgs args;
     args.ranges = device_ranges_ + kernel.first_range;
     args.range_count = kernel.range_count;
@@ -334,6 +360,140 @@ void CudaBackend::LaunchAll() {
       return;
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Host kernels (see the top of cuda_backend.h).
+
+uint64_t CudaBackend::GpuClockNow() const {
+  // CUPTI's clock less its offset from the GPU's, measured at the warm-up
+  // kernel's begin (Prepare): a host kernel's stamps sit among the GPU's
+  // own, off by the time the host took to see that begin (microseconds).
+  return CuptiFaultStream::Timestamp() - cupti_minus_gpu_ns_;
+}
+
+template <typename Done>
+bool CudaBackend::SpinUntil(Done done) {
+  while (!done()) {
+    if (stopping() || StopIfInterrupted()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+  }
+  return true;
+}
+
+bool CudaBackend::RunHostKernel(uint64_t k) {
+  const PlannedKernel& kernel = plan_.kernels[k];
+  // The CPU works in program order: after every kernel before it. Those
+  // are in order on one stream, so the last one's end stamp says all have
+  // ended; the synchronisation then makes their writes the host's to see
+  // (it returns at once, and reports a kernel that failed).
+  if (k > 0 && !SpinUntil([&] { return ReadStamp(progress_[k - 1].end_ns) != 0; })) {
+    return false;
+  }
+  if (absl::Status s = CudaCheck(cudaStreamSynchronize(compute_stream_), "kernel"); !s.ok()) {
+    Fail(std::move(s));
+    return false;
+  }
+  WriteStamp(progress_[k].begin_ns, GpuClockNow());
+  // The engine thread claims the pages at the begin; the CPU may touch them
+  // once no migration of them is under way and the engine has let them go.
+  if (!SpinUntil([&] { return host_settled_.load(std::memory_order_acquire) == k; })) {
+    return false;
+  }
+  const auto cpu_start = std::chrono::steady_clock::now();
+  if (absl::Status s = TouchFromHost(kernel); !s.ok()) {
+    Fail(std::move(s));
+    return false;
+  }
+  // The rest of its CPU time: the CPU is busy, as a CPU optimizer step keeps it.
+  const auto cpu_end =
+      cpu_start + std::chrono::nanoseconds(std::max<Nanos>(0, kernel.begin.duration_ns));
+  while (std::chrono::steady_clock::now() < cpu_end) {
+    if (stopping()) return false;
+  }
+  // The end lets the engine thread release the claims; the next kernel is
+  // launched only after it.
+  WriteStamp(progress_[k].end_ns, GpuClockNow());
+  return true;
+}
+
+absl::Status CudaBackend::TouchFromHost(const PlannedKernel& kernel) {
+  // One word per 4 KiB page through the managed pointer, which is the
+  // CPU's to dereference too (unified addressing): a page on the GPU faults
+  // and the driver migrates it to the host. A read checks the page's first
+  // word; a write adds one to it, as the replay kernel writes.
+  for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
+    const PlannedRange& range = plan_.ranges[r];
+    for (PageNumber page = range.first_page; page < range.first_page + range.pages; ++page) {
+      auto* word = reinterpret_cast<volatile uint32_t*>(segments_.ToDevice(page * kPageSize));
+      const uint32_t value = *word;
+      if (range.write) {
+        *word = value + 1;
+        page_writes_.Written(page, 1);
+        ++host_touches_.pages_written;
+        continue;
+      }
+      ++host_touches_.pages_read;
+      const std::optional<uint32_t> expected = page_writes_.Expected(page);
+      if (!expected.has_value()) continue;
+      ++host_touches_.pages_checked;
+      if (value != *expected) {
+        return absl::DataLossError(absl::StrFormat(
+            "cuda: host kernel %d read %d at %#x, a page written %d times: the CPU saw stale "
+            "data (a write-back or migration to the host that never happened)",
+            kernel.begin.exec_id, value, page * kPageSize, *expected));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CudaBackend::ClaimForHost(const PlannedKernel& kernel) {
+  RunStats& stats = engine_->mutable_stats();
+  ++stats.host_kernels;
+  host_claimed_at_ = Now();
+  // Known before the engine evicts any of them (Evict).
+  host_claimed_.clear();
+  for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
+    const PlannedRange& range = plan_.ranges[r];
+    ForEachBlockRange(range.first_page * kPageSize, range.pages * kPageSize, false,
+                      [&](BlockNumber block, const PageMask& pages) {
+                        host_claimed_[block] |= pages;
+                      });
+  }
+  for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
+    const PlannedRange& range = plan_.ranges[r];
+    engine_->ClaimForHost(range.first_page * kPageSize, range.pages * kPageSize, range.write);
+  }
+}
+
+bool CudaBackend::HostClaimsSettled(uint64_t k) {
+  if (host_settled_.load(std::memory_order_relaxed) == k) return true;
+  if (!engine_->health().ok()) {
+    Fail(engine_->health());
+    return false;
+  }
+  if (!engine_->HostClaimsSettled()) return false;
+  engine_->mutable_stats().host_wait_ns += Now() - host_claimed_at_;
+  host_settled_.store(k, std::memory_order_release);
+  return true;
+}
+
+void CudaBackend::Evict(const Transfer& transfer) {
+  if (options_.memory == MemoryMode::kDriver) {
+    auto claimed = host_claimed_.find(transfer.block);
+    if (claimed != host_claimed_.end() && (transfer.pages & ~claimed->second).none()) {
+      // Under UVM a CPU access to a page on the GPU faults, and the driver
+      // migrates the page to the host then: a prefetch to the host first
+      // would be a call the program never makes, faster than the CPU's
+      // faults. So the engine's books let the pages go now, and the
+      // driver moves them when the CPU touches them (CUPTI's coherence
+      // records say so later). Pages the policy drops are still dropped.
+      calls_.LeaveToTheCpu(transfer, Spans(transfer.block, transfer.pages & ~transfer.copy));
+      return;
+    }
+  }
+  UvmDriverBackend::Evict(transfer);
 }
 
 void CudaBackend::DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel) {
@@ -374,14 +534,25 @@ void CudaBackend::ServeEngine() {
         }
         current_exec_id_ = kernel.begin.exec_id;
         engine_->OnProgramEvent(kernel.begin);
-        for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
-          const PlannedRange& range = plan_.ranges[r];
-          CountRemoteAccesses(range.first_page, range.pages, range.write);
+        if (kernel.on_host) {
+          ClaimForHost(kernel);
+        } else {
+          for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
+            const PlannedRange& range = plan_.ranges[r];
+            CountRemoteAccesses(range.first_page, range.pages, range.write);
+          }
         }
         begun = true;
         progressed = true;
       }
+      // A host kernel's CPU waits for its claims: Poll hands the engine the
+      // transfers that settle them.
+      if (kernel.on_host && !HostClaimsSettled(next)) break;
       if (ReadStamp(progress_[next].end_ns) == 0) break;
+      if (kernel.on_host) {
+        engine_->ReleaseHostClaims();
+        host_claimed_.clear();
+      }
       engine_->OnProgramEvent(kernel.end);
       current_exec_id_ = 0;
       begun = false;
@@ -515,7 +686,8 @@ void CudaBackend::LogKernels() {
     std::fprintf(kernel_log_.get(), "%llu,%u,%llu,%u,%lld,%lld,%lld\n",
                  static_cast<unsigned long long>(k), kernel.begin.exec_id,
                  static_cast<unsigned long long>(kernel.accesses),
-                 static_cast<unsigned>(PaceOfKernel(kernel).issuers),
+                 // A host kernel has no issuers on the GPU.
+                 kernel.on_host ? 0u : static_cast<unsigned>(PaceOfKernel(kernel).issuers),
                  static_cast<long long>(kernel.begin.duration_ns),
                  static_cast<long long>(progress_[k].begin_ns - origin),
                  static_cast<long long>(progress_[k].end_ns - origin));

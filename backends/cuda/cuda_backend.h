@@ -15,6 +15,21 @@
 // (prefetches, evictions, discards) on a stream of their own: the engine
 // never blocks the launch queue.
 //
+// Host kernels (KernelPlace::kHost) run on the launch thread, in stream
+// order: it waits until the GPU has ended every kernel before, stamps the
+// host kernel's begin (on the GPU's clock, through CUPTI's), waits until the
+// engine thread has settled the kernel's claims (Engine::ClaimForHost), then
+// touches every page of its accesses through the managed pointers (reading
+// each page's first word and checking it against PageWriteCounts, or adding
+// one to it as the replay kernel writes), spins out the rest of its CPU
+// time, and stamps its end; the engine thread then releases the claims and
+// delivers the end, and only then is the next kernel launched. How the
+// pages leave the GPU depends on the memory mode: in `engine`, the engine's
+// evictions are prefetches to the host, as all of its evictions are; in
+// `driver`, the CPU's touches fault and the UVM driver migrates the pages
+// itself, as it does for any CPU access, so the engine issues nothing for
+// them and learns of the migrations from CUPTI (cause coherence).
+//
 // Two ways to run out of memory (CudaOptions::memory):
 // - driver (real oversubscription): a cudaMalloc balloon leaves exactly the
 //   capacity free, the driver evicts with its own policy when it runs out,
@@ -37,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "backends/cuda/csv_log.h"
 #include "backends/cuda/cupti_fault_stream.h"
 #include "backends/cuda/driver_calls.h"
@@ -44,6 +60,7 @@
 #include "backends/cuda/uvm_driver_backend.h"
 #include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/managed_segments.h"
+#include "backends/cuda/page_write_counts.h"
 #include "backends/cuda/replay_kernel.h"
 #include "backends/cuda/replay_plan.h"
 #include "backends/cuda/transfer_issuer.h"
@@ -102,6 +119,18 @@ class CudaBackend final : public UvmDriverBackend {
     return arrival == TransferKind::kFaultMigration || options_.driver_room_for_prefetches;
   }
   Nanos Now() const override;
+  // memory=driver: the pages a host kernel claims leave the GPU when the
+  // CPU touches them, not by a call (see the top of this file).
+  void Evict(const Transfer& transfer) override;
+
+  // What host kernels did: pages whose first word the CPU read (and, of
+  // those, the ones whose count it could check) and pages it wrote.
+  struct HostTouches {
+    uint64_t pages_read = 0;
+    uint64_t pages_checked = 0;
+    uint64_t pages_written = 0;
+  };
+  HostTouches host_touches() const { return host_touches_; }
 
  private:
   CudaBackend(const DeviceConfig& device, uint64_t capacity_frames, const CudaOptions& options,
@@ -112,6 +141,20 @@ class CudaBackend final : public UvmDriverBackend {
   absl::Status Prepare();
   // The launch thread's loop.
   void LaunchAll();
+  // Launch thread: host kernel `k`, from the wait for the kernels before it
+  // to its end stamp. False when the run stops.
+  bool RunHostKernel(uint64_t k);
+  // Launch thread: the CPU's accesses of host kernel `k`, checked.
+  absl::Status TouchFromHost(const PlannedKernel& kernel);
+  // Launch thread: spins until `done` holds; false if the run stops first.
+  template <typename Done>
+  bool SpinUntil(Done done);
+  // Engine thread: the claims of a host kernel that began, and whether they
+  // have settled (telling the launch thread once they have).
+  void ClaimForHost(const PlannedKernel& kernel);
+  bool HostClaimsSettled(uint64_t k);
+  // Now on the GPU's clock, for the stamps of host kernels.
+  uint64_t GpuClockNow() const;
   // The engine thread's loop: progress, faults, completions, until the last
   // kernel has ended.
   void ServeEngine();
@@ -164,6 +207,17 @@ class CudaBackend final : public UvmDriverBackend {
   uint64_t cupti_minus_gpu_ns_ = 0;         // CUPTI's clock minus the GPU's
   std::vector<uint64_t> iteration_first_kernel_;  // per iteration marker
   std::vector<UnifiedMemoryRecord> records_;
+
+  // Host kernels. The engine thread's: the pages the running one claims,
+  // and when it claimed them. Between the threads: the index of the host
+  // kernel whose claims last settled (kNoKernel: none yet). The launch
+  // thread's: the counts its reads are checked against, and what it did.
+  static constexpr uint64_t kNoKernel = UINT64_MAX;
+  absl::flat_hash_map<BlockNumber, PageMask> host_claimed_;
+  Nanos host_claimed_at_ = 0;
+  std::atomic<uint64_t> host_settled_{kNoKernel};
+  PageWriteCounts page_writes_;
+  HostTouches host_touches_;
 
   // The driver's records: faults, its own evictions, traffic per iteration.
   DriverRecordReader driver_records_;

@@ -26,6 +26,11 @@ void DriverCalls::Evict(const Transfer& transfer, std::vector<Span> discard,
   issuer_->Submit({transfer.id, std::move(discard), std::move(copy), false});
 }
 
+void DriverCalls::LeaveToTheCpu(const Transfer& transfer, std::vector<Span> discard) {
+  if (!discard.empty()) Discard(std::move(discard));
+  completed_now_.push_back(transfer.id);
+}
+
 void DriverCalls::Discard(std::vector<Span> spans) {
   issuer_->Submit({0, std::move(spans), {}, false});
 }

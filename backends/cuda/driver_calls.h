@@ -41,6 +41,11 @@ class DriverCalls {
   // An eviction: `discard` dropped without write-back, `copy` moved to the
   // host.
   void Evict(const Transfer& transfer, std::vector<Span> discard, std::vector<Span> copy);
+  // An eviction the driver makes by itself when the CPU touches the pages
+  // (a host kernel's, under memory=driver): only the pages the engine drops
+  // (`discard`) are dropped now, and the eviction completes at once, as a
+  // fault migration does.
+  void LeaveToTheCpu(const Transfer& transfer, std::vector<Span> discard);
   // Pages dropped with no transfer to wait for.
   void Discard(std::vector<Span> spans);
   // Remote mapping: the GPU reaches the spans in host memory (Map), or

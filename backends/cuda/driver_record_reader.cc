@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
+#include "core/block_range.h"
 #include "core/memory_units.h"
 
 namespace umlab::cuda {
@@ -44,7 +45,7 @@ void DriverRecordReader::NoteRefill(BlockNumber block, uint64_t cupti_timestamp)
 }
 
 const char* DriverRecordReader::ApplyDriverEviction(Engine& engine, BlockNumber block,
-                                                    uint64_t began_ns) {
+                                                    const PageMask& pages, uint64_t began_ns) {
   // Read after the policy refilled the block: it tells of pages the engine
   // has seen come back, not of the pages there now.
   if (auto refilled = refilled_at_.find(block);
@@ -56,7 +57,12 @@ const char* DriverRecordReader::ApplyDriverEviction(Engine& engine, BlockNumber 
   if (state == nullptr || !state->has_frame) return "not_resident";
   // The engine's own transfer of the block is under way (Engine::OnDeviceEvicted).
   if (state->transfers_in_flight > 0) return "in_flight";
-  engine.OnDeviceEvicted(block);
+  if (pages.all()) {
+    engine.OnDeviceEvicted(block);
+    return "applied";
+  }
+  if ((state->resident & pages).none()) return "not_resident";
+  engine.OnDevicePagesEvicted(block, pages);
   return "applied";
 }
 
@@ -127,13 +133,22 @@ uint64_t DriverRecordReader::Read(
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
         bin.d2h += record.value;
-        // The driver's own evictions; what the engine evicted comes back
-        // with cause user and the engine has let go of it already.
         const char* outcome = "";
-        if (driver_evicts_ && address.has_value() && record.value > 0 &&
-            record.cause != UnifiedMemoryRecord::Cause::kUser) {
+        if (address.has_value() && record.value > 0 &&
+            record.cause == UnifiedMemoryRecord::Cause::kCoherence) {
+          // The CPU touched pages on the GPU (a host kernel) and the driver
+          // took exactly those back: in either memory mode, the engine's
+          // books must lose them, and only them.
+          ForEachBlockRange(*address, record.value, false,
+                            [&](BlockNumber block, const PageMask& pages) {
+                              outcome = ApplyDriverEviction(engine, block, pages, record.start_ns);
+                            });
+        } else if (driver_evicts_ && address.has_value() && record.value > 0 &&
+                   record.cause != UnifiedMemoryRecord::Cause::kUser) {
+          // The driver's own evictions; what the engine evicted comes back
+          // with cause user and the engine has let go of it already.
           for_each_block(*address, record.value, [&](BlockNumber block) {
-            outcome = ApplyDriverEviction(engine, block, record.start_ns);
+            outcome = ApplyDriverEviction(engine, block, FullPageMask(), record.start_ns);
           });
         }
         Log(record, address, delivered, outcome);

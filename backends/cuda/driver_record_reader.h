@@ -3,8 +3,10 @@
 // (reported to the engine as faults on every page of the block, since a
 // record names one address of a fault group and the driver fills the block
 // around it) and, under real oversubscription, the blocks it evicted on its
-// own. It also keeps the driver's traffic, binned by iteration, and writes
-// the record log (records=FILE).
+// own, and the pages a CPU's touch took back to the host (a host kernel's;
+// the driver migrates them for coherence, page by page, in either memory
+// mode). It also keeps the driver's traffic, binned by iteration, and
+// writes the record log (records=FILE).
 //
 // Shared by the cuda backend, which replays a program, and the live
 // PyTorch backend (backends/cuda/torch/live_backend.h), which watches one.
@@ -67,10 +69,12 @@ class DriverRecordReader {
     uint64_t faults = 0, h2d = 0, d2h = 0;
   };
   size_t BinOf(uint64_t cupti_timestamp) const;
-  // Applies a driver eviction of `block` begun at `began_ns`, unless it is
-  // stale or the block is not the engine's to lose; says which ("applied",
-  // "stale", "not_resident", "in_flight").
-  const char* ApplyDriverEviction(Engine& engine, BlockNumber block, uint64_t began_ns);
+  // Applies a driver eviction of `pages` of `block` begun at `began_ns`
+  // (all of them: the whole block, as the driver evicts 2 MB chunks),
+  // unless it is stale or none of them is the engine's to lose; says which
+  // ("applied", "stale", "not_resident", "in_flight").
+  const char* ApplyDriverEviction(Engine& engine, BlockNumber block, const PageMask& pages,
+                                  uint64_t began_ns);
   void Log(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program,
            uint64_t delivered_ns, const char* outcome);
 

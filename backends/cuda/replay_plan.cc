@@ -61,15 +61,11 @@ absl::StatusOr<ReplayPlan> BuildReplayPlan(EventSource& program, bool keep_kerne
       ++events_since_kernel;
       continue;
     }
-    if (assembler.kernel_on_host()) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "cuda: kernel %d runs on the host, which this backend does not replay yet; run the "
-          "program on --backend=sim",
-          assembler.kernel_begin().exec_id));
-    }
     PlannedKernel kernel;
     kernel.begin = assembler.kernel_begin();
     kernel.end = assembler.kernel_end();
+    kernel.on_host = assembler.kernel_on_host();
+    if (kernel.on_host) ++plan.host_kernels;
     kernel.first_range = plan.ranges.size();
     kernel.first_event = plan.between.size() - events_since_kernel;
     kernel.event_count = events_since_kernel;

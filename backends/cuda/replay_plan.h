@@ -30,6 +30,9 @@ struct PlannedRange {
 struct PlannedKernel {
   Event begin;
   Event end;
+  // A host kernel (KernelPlace::kHost): CPU work in stream order, its
+  // ranges the CPU's accesses; the launch thread runs it (cuda_backend.h).
+  bool on_host = false;
   uint64_t first_range = 0;  // into ReplayPlan::ranges
   uint64_t range_count = 0;
   uint64_t accesses = 0;     // pages, repeats included
@@ -54,6 +57,7 @@ struct ReplayPlan {
   std::vector<PlannedRange> ranges;
   std::vector<Event> between;      // non-kernel program events, in order
   uint64_t trailing_events = 0;    // of `between`, the ones after the last kernel
+  uint64_t host_kernels = 0;       // of `kernels`, those on the host
   // Every reserved range, overlapping and adjacent ones merged: what the
   // backend backs with managed memory for the whole run.
   std::vector<PlannedSegment> segments;

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/access_pace.h"
 #include "core/backend_registry.h"
+#include "core/block_range.h"
 #include "core/kernel_assembler.h"
 #include "core/sigint_guard.h"
 #include "backends/emu/uffd_spin.h"
@@ -330,23 +331,10 @@ absl::Status UffdBackend::Execute(EventSource& program) {
     if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
     if (assembler.is_kernel()) {
       const Event& kernel_begin = assembler.kernel_begin();
+      if (absl::Status s = LayOutAccesses(assembler.accesses()); !s.ok()) return s;
       if (assembler.kernel_on_host()) {
-        return absl::UnimplementedError(absl::StrFormat(
-            "uffd: kernel %d runs on the host, which this backend does not run yet; run the "
-            "program on --backend=sim",
-            kernel_begin.exec_id));
-      }
-      ranges_.clear();
-      total_accesses_ = 0;
-      for (const Event& access : assembler.accesses()) {
-        if (access.size == 0) continue;
-        KernelRange range;
-        static_cast<AccessSpan&>(range) =
-            AccessSpan::Of(access.address, access.size, access.rereads);
-        range.start = total_accesses_;
-        range.write = access.access != AccessType::kRead;
-        total_accesses_ += range.pages;
-        ranges_.push_back(std::move(range));
+        if (absl::Status s = ExecuteHostKernel(assembler); !s.ok()) return s;
+        continue;
       }
       // The kernel is recorded as read, like the sim does; the engine sees
       // it only once it is launched.
@@ -386,57 +374,83 @@ absl::Status UffdBackend::Execute(EventSource& program) {
     engine_->OnProgramEvent(event);
   }
   if (!assembler.status().ok()) return assembler.status();
-  if (absl::Status s = WaitQuiescent(); !s.ok()) return s;
+  if (absl::Status s = AwaitEngine([](const Engine& engine) {
+        return engine.Quiescent() && !engine.servicing();
+      });
+      !s.ok()) {
+    return s;
+  }
   absl::MutexLock lock(&mu_);
   DrainRecords();
   engine_->Finish();
   return absl::OkStatus();
 }
 
-absl::Status UffdBackend::WaitQuiescent() {
+absl::Status UffdBackend::AwaitEngine(absl::FunctionRef<bool(const Engine&)> done) {
   Watch watch = StartWatch();
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      if (engine_->Quiescent() && !engine_->servicing()) return absl::OkStatus();
+      if (done(*engine_)) return absl::OkStatus();
     }
     if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
-    absl::SleepFor(absl::Milliseconds(1));
+    // Short: a host kernel waits here for its pages, and the wait is its time.
+    absl::SleepFor(absl::Microseconds(50));
+  }
+}
+
+absl::Status UffdBackend::ComputeUntil(Nanos end) {
+  while (MonotonicNanos() < end) {
+    // A fresh watch each time: errors and SIGINT still stop the run, but
+    // time spent computing does not look like a hang.
+    Watch watch = StartWatch();
+    if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
+    SleepPacing(std::min(end, MonotonicNanos() + absl::ToInt64Nanoseconds(kPollInterval)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdBackend::LayOutAccesses(absl::Span<const Event> accesses) {
+  ranges_.clear();
+  total_accesses_ = 0;
+  for (const Event& access : accesses) {
+    if (access.size == 0) continue;
+    KernelRange range;
+    static_cast<AccessSpan&>(range) = AccessSpan::Of(access.address, access.size, access.rereads);
+    range.start = total_accesses_;
+    range.write = access.access != AccessType::kRead;
+    total_accesses_ += range.pages;
+    const BlockNumber first = BlockOfPage(range.first_page);
+    const BlockNumber end = BlockOfPage(range.first_page + range.pages - 1) + 1;
+    if (absl::Status s = EnsureSlots(first, end); !s.ok()) return s;
+    for (BlockNumber block = first; block < end; ++block) {
+      uint64_t slot = 0;
+      FindSlot(block, slot);
+      range.slots.push_back(slot);
+    }
+    ranges_.push_back(std::move(range));
+  }
+  return absl::OkStatus();
+}
+
+void UffdBackend::ForEachWrittenPage(absl::FunctionRef<void(uint64_t device_page)> fn) const {
+  for (const KernelRange& range : ranges_) {
+    if (!range.write) continue;
+    for (uint64_t i = 0; i < range.pages; ++i) {
+      const PageNumber page = range.first_page + i;
+      const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
+      fn(slot * kPagesPerBlock + PageIndexInBlock(page));
+    }
   }
 }
 
 absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
   Watch watch = StartWatch();
   const Nanos compute = throttle_.Dilate(begin.duration_ns);
-  if (total_accesses_ == 0) {
-    // A kernel that touches nothing still takes its time.
-    const Nanos end = MonotonicNanos() + compute;
-    while (MonotonicNanos() < end) {
-      if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
-      SleepPacing(std::min(end, MonotonicNanos() + absl::ToInt64Nanoseconds(kPollInterval)));
-    }
-    return absl::OkStatus();
-  }
-  for (KernelRange& range : ranges_) {
-    const BlockNumber first = BlockOfPage(range.first_page);
-    const BlockNumber end = BlockOfPage(range.first_page + range.pages - 1) + 1;
-    if (absl::Status s = EnsureSlots(first, end); !s.ok()) return s;
-    range.slots.clear();
-    for (BlockNumber block = first; block < end; ++block) {
-      uint64_t slot = 0;
-      FindSlot(block, slot);
-      range.slots.push_back(slot);
-    }
-  }
+  // A kernel that touches nothing still takes its time.
+  if (total_accesses_ == 0) return ComputeUntil(MonotonicNanos() + compute);
   ++kernel_seq_;
-  for (const KernelRange& range : ranges_) {
-    if (!range.write) continue;
-    for (uint64_t i = 0; i < range.pages; ++i) {
-      const PageNumber page = range.first_page + i;
-      const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
-      verifier_.BeginWrite(slot * kPagesPerBlock + PageIndexInBlock(page), kernel_seq_);
-    }
-  }
+  ForEachWrittenPage([&](uint64_t device_page) { verifier_.BeginWrite(device_page, kernel_seq_); });
   // The SMs take the (dilated) compute as on every backend (core/access_pace.h).
   const AccessPace pace = PaceOf(compute, total_accesses_, static_cast<uint64_t>(options_.sms));
   per_access_ns_ = static_cast<double>(pace.step_ps) / 1000.0;
@@ -465,15 +479,109 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
     }
   }
   kernel_active_.store(false, std::memory_order_relaxed);
-  for (const KernelRange& range : ranges_) {
-    if (!range.write) continue;
-    for (uint64_t i = 0; i < range.pages; ++i) {
-      const PageNumber page = range.first_page + i;
-      const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
-      verifier_.CommitWrite(slot * kPagesPerBlock + PageIndexInBlock(page), kernel_seq_);
+  ForEachWrittenPage([&](uint64_t device_page) { verifier_.CommitWrite(device_page, kernel_seq_); });
+  exec_id_.store(0);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Host kernels.
+//
+// The CPU reaches managed memory in host memory: the engine first takes the
+// kernel's pages off the device, waiting for migrations of them to land and
+// writing back what the device dirtied, and holds them there (no prefetch of
+// them) until the kernel ends. Then this thread reads and writes their host
+// copies (UffdDevice::HostPage), the memory an eviction writes back to and a
+// migration copies from, and also the memory a remote mapping shows the
+// device, so remotely mapped pages need nothing more. Writes store the
+// verifier's words for a version of their own, so the device's next read of
+// a page the CPU wrote checks the CPU's words; reads check the host copy
+// against the last committed version, so a write-back that never happened
+// is caught here, as a device read catches a lost migration.
+absl::Status UffdBackend::ExecuteHostKernel(const KernelAssembler& kernel) {
+  Nanos claimed_at = 0;
+  bool settled = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Event& event : kernel.kernel_events()) RecordProgram(event);
+    engine_->OnProgramEvent(kernel.kernel_begin());
+    ++engine_->mutable_stats().host_kernels;
+    claimed_at = Now();
+    for (const Event& access : kernel.accesses()) {
+      if (access.size == 0) continue;
+      engine_->ClaimForHost(access.address, access.size, access.access != AccessType::kRead);
+    }
+    settled = engine_->HostClaimsSettled();
+  }
+  // Waiting only if there is something to wait for: a kernel whose pages
+  // are all in host memory already waits 0, as on the sim.
+  if (!settled) {
+    if (absl::Status s = AwaitEngine([](const Engine& engine) {
+          return engine.HostClaimsSettled();
+        });
+        !s.ok()) {
+      return s;
     }
   }
-  exec_id_.store(0);
+  {
+    absl::MutexLock lock(&mu_);
+    // A claim the engine could not settle (a page in storage) fails it.
+    if (!engine_->health().ok()) return engine_->health();
+    if (!settled) engine_->mutable_stats().host_wait_ns += Now() - claimed_at;
+    PopulateHostCopies();
+  }
+  const Nanos end = MonotonicNanos() + throttle_.Dilate(kernel.kernel_begin().duration_ns);
+  ++kernel_seq_;
+  ForEachWrittenPage([&](uint64_t device_page) { verifier_.BeginWrite(device_page, kernel_seq_); });
+  if (absl::Status s = TouchHostCopies(); !s.ok()) return s;
+  ForEachWrittenPage([&](uint64_t device_page) { verifier_.CommitWrite(device_page, kernel_seq_); });
+  if (absl::Status s = ComputeUntil(end); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  engine_->ReleaseHostClaims();
+  engine_->OnProgramEvent(kernel.kernel_end());
+  return absl::OkStatus();
+}
+
+void UffdBackend::PopulateHostCopies() {
+  // Pages with no valid copy anywhere (fresh, or dropped) may hold an old
+  // allocation's bytes in their host copy; a CPU's first touch must find
+  // zeroes, as the device's does. The engine holds these pages until the
+  // kernel ends, so nothing else writes them meanwhile.
+  for (const KernelRange& range : ranges_) {
+    ForEachBlockRange(range.first_page * kPageSize, range.pages * kPageSize, false,
+                      [&](BlockNumber block, const PageMask& pages) {
+                        const BlockState* state = engine_->memory_state().Find(block);
+                        if (state == nullptr) return;
+                        const PageMask fresh = state->invalid & pages;
+                        if (fresh.none()) return;
+                        device_->ZeroHostCopy(
+                            range.slots[block - BlockOfPage(range.first_page)], fresh);
+                      });
+  }
+}
+
+absl::Status UffdBackend::TouchHostCopies() {
+  // Checks for an abort now and then: a host kernel may touch gigabytes.
+  constexpr uint64_t kPagesBetweenChecks = 1024;
+  uint64_t touched = 0;
+  for (const KernelRange& range : ranges_) {
+    for (uint64_t i = 0; i < range.pages; ++i) {
+      const PageNumber page = range.first_page + i;
+      const int index = PageIndexInBlock(page);
+      const uint64_t slot = range.slots[BlockOfPage(page) - BlockOfPage(range.first_page)];
+      auto* words = reinterpret_cast<uint64_t*>(device_->HostPage(slot, index));
+      if (range.write) {
+        verifier_.WritePage(words, page * kPageSize, kernel_seq_);
+      } else {
+        verifier_.ReadPage(words, page * kPageSize, slot * kPagesPerBlock + index, kernel_seq_);
+      }
+      progress_.fetch_add(1, std::memory_order_relaxed);
+      if (++touched % kPagesBetweenChecks == 0) {
+        Watch watch = StartWatch();
+        if (absl::Status s = CheckAbort(watch); !s.ok()) return s;
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -39,6 +39,12 @@
 // no SM is touching its pages, save those asleep in a fault (see
 // MapRemote and UnmapRemote in the .cc).
 //
+// Host kernels (KernelPlace::kHost) run on the run thread itself: the
+// engine takes their pages off the device (Engine::ClaimForHost, writing
+// back what the device dirtied), then the thread reads and writes those
+// pages' host copies, every word checked and written as an SM's access is,
+// for at least the kernel's dilated CPU time; no SM runs meanwhile.
+//
 // Modelled times (link, fault-handling latency, kernel compute) are
 // stretched by `dilation`; `throttle=false` drops them all. The backend's
 // clock (Now(), hence the engine's timestamps and the run's time_ns and
@@ -56,6 +62,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -64,6 +71,7 @@
 #include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
+#include "core/kernel_assembler.h"
 #include "emu/device_presets.h"
 #include "emu/fault_buffer.h"
 #include "backends/emu/pcie_throttle.h"
@@ -201,7 +209,24 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
 
   absl::Status StartThreads();
   absl::Status Execute(EventSource& program);
+  // ranges_, total_accesses_ and the slots of their blocks for a kernel's
+  // `accesses`.
+  absl::Status LayOutAccesses(absl::Span<const Event> accesses);
+  // fn(device page) for every page the kernel laid out writes.
+  void ForEachWrittenPage(absl::FunctionRef<void(uint64_t device_page)> fn) const;
   absl::Status ExecuteKernel(const Event& begin);
+  // A host kernel, laid out: its pages leave the device, then this thread
+  // touches their host copies (see the top of this file).
+  absl::Status ExecuteHostKernel(const KernelAssembler& kernel);
+  // Zeroes the host copies of the laid-out pages that hold no data yet, as
+  // a first touch in host memory finds them (the engine says which).
+  void PopulateHostCopies() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The run thread reads or writes the host copy of every laid-out page.
+  absl::Status TouchHostCopies();
+  // Lets time pass until `end` (MonotonicNanos), stopping if the run aborts:
+  // a kernel's compute beyond its accesses. Computing is not a hang, so the
+  // watchdog does not count this time.
+  absl::Status ComputeUntil(Nanos end);
   absl::Status Teardown();
   // The watchdog's view: progress is page accesses completed plus
   // transfers landed, never faults received (an accessor that faults on
@@ -217,7 +242,9 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   absl::Status CheckAbort(Watch& watch);
   // The watchdog's one-line error, naming the first stalled pages.
   absl::Status WatchdogError(const Watch& watch);
-  absl::Status WaitQuiescent();
+  // Polls the engine, under mu_, until `done` says so or the run aborts
+  // (CheckAbort).
+  absl::Status AwaitEngine(absl::FunctionRef<bool(const Engine&)> done);
   void RecordProgram(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Slots.

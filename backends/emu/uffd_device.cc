@@ -363,6 +363,12 @@ absl::Status UffdDevice::CopyOut(uint64_t slot, const PageMask& pages) {
   return status;
 }
 
+void UffdDevice::ZeroHostCopy(uint64_t slot, const PageMask& pages) {
+  ForEachPageRun(pages, [&](int first, int count) {
+    std::memset(HostPage(slot, first), 0, count * kPageSize);
+  });
+}
+
 absl::Status UffdDevice::ForEachStorageRun(
     uint64_t slot, const PageMask& pages,
     absl::FunctionRef<absl::Status(uint64_t offset, uint64_t length)> step) {
@@ -509,9 +515,7 @@ absl::Status UffdDevice::MapHostCopy(uint64_t slot, const PageMask& pages, const
         "2 MiB only)");
   }
   const uint64_t base = slot * kBlockSize;
-  ForEachPageRun(zero & pages, [&](int first, int count) {
-    std::memset(host_ + base + first * kPageSize, 0, count * kPageSize);
-  });
+  ZeroHostCopy(slot, zero & pages);
   absl::Status status;
   ForEachPageRun(pages, [&](int first, int count) {
     if (!status.ok()) return;

@@ -123,6 +123,11 @@ class UffdDevice {
   char* DevicePage(uint64_t slot, int page) const {
     return device_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
   }
+  // Where a slot's page has its host copy (what a host kernel touches, and
+  // what a remote mapping shows the device).
+  char* HostPage(uint64_t slot, int page) const {
+    return host_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
+  }
   uint64_t range_bytes() const { return options_.max_blocks * kBlockSize; }
   bool huge_pages() const { return options_.huge_pages; }
 
@@ -132,6 +137,9 @@ class UffdDevice {
   absl::Status CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero);
   // Device pages -> host copy.
   absl::Status CopyOut(uint64_t slot, const PageMask& pages);
+  // Zeroes the host copy of `pages`: they hold no data yet, and their first
+  // touch in host memory must find zeroes, as a migration zero-fills them.
+  void ZeroHostCopy(uint64_t slot, const PageMask& pages);
   // --- The storage tier (Options::storage_directory) ---
   // Host copy -> storage for `pages`, then frees them in host memory: the
   // storage file holds the only copy until LoadHostCopy.

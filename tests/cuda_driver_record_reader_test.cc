@@ -1,0 +1,84 @@
+// How CUPTI's device-to-host records change the engine's books on the cuda
+// backend: the driver's evictions take whole blocks (memory=driver only),
+// and a CPU's touch (a host kernel's; cause coherence) takes exactly the
+// pages it moved, in either memory mode. Host code only: the records are
+// made up here, so it runs wherever the cuda backend is built.
+#include <gtest/gtest.h>
+
+#if __has_include("backends/cuda/driver_record_reader.h")
+#include <optional>
+#include <vector>
+
+#include "backends/cuda/driver_record_reader.h"
+#include "backends/emu/sim_backend.h"
+#include "core/engine.h"
+#include "policies/demand/demand.h"
+#include "tests/program_builder.h"
+#include "tests/sim_harness.h"
+
+namespace umlab::cuda {
+namespace {
+
+using testing::ProgramBuilder;
+using Cause = UnifiedMemoryRecord::Cause;
+
+// An engine whose block 0 the device holds whole, as the driver reported.
+class DriverRecordReaderTest : public ::testing::Test {
+ protected:
+  DriverRecordReaderTest()
+      : backend_(testing::TestDevice(), 4),
+        engine_(backend_, policy_, 4, EngineConfigFor(testing::TestDevice())) {
+    engine_.OnDevicePagesArrived(block_, FullPageMask());
+  }
+
+  // Reads one device-to-host record of `bytes` from `offset` in block 0.
+  void ReadDeviceToHost(bool driver_evicts, Cause cause, uint64_t offset, uint64_t bytes) {
+    DriverRecordReader reader(driver_evicts,
+                              [](uint64_t address) -> std::optional<uint64_t> { return address; });
+    std::vector<UnifiedMemoryRecord> records = {UnifiedMemoryRecord{
+        UnifiedMemoryRecord::Kind::kBytesDeviceToHost, cause,
+        ProgramBuilder::BlockAddress(0) + offset, bytes, 1, 2}};
+    FaultBuffer faults(16);
+    reader.Read(records, engine_, faults, 0, 0, nullptr);
+  }
+
+  PageMask Resident() const { return engine_.memory_state().Find(block_)->resident; }
+  bool HasFrame() const { return engine_.memory_state().Find(block_)->has_frame; }
+
+  const BlockNumber block_ = BlockOfAddress(ProgramBuilder::BlockAddress(0));
+  SimBackend backend_;
+  DemandPolicy policy_;
+  Engine engine_;
+};
+
+TEST_F(DriverRecordReaderTest, ACpuTouchTakesBackOnlyThePagesItMoved) {
+  for (const bool driver_evicts : {true, false}) {
+    SCOPED_TRACE(driver_evicts ? "memory=driver" : "memory=engine");
+    engine_.OnDevicePagesArrived(block_, FullPageMask());
+    ReadDeviceToHost(driver_evicts, Cause::kCoherence, 4 * kPageSize, 16 * kPageSize);
+    EXPECT_EQ(Resident(), ~PageRangeMask(4, 16));
+    EXPECT_TRUE(HasFrame());
+  }
+}
+
+TEST_F(DriverRecordReaderTest, ADriverEvictionTakesTheWholeBlockUnderTheBalloonOnly) {
+  ReadDeviceToHost(/*driver_evicts=*/false, Cause::kEviction, 0, 16 * kPageSize);
+  EXPECT_TRUE(Resident().all());
+  ReadDeviceToHost(/*driver_evicts=*/true, Cause::kEviction, 0, 16 * kPageSize);
+  EXPECT_FALSE(HasFrame());
+  EXPECT_TRUE(Resident().none());
+}
+
+TEST_F(DriverRecordReaderTest, TheEnginesOwnEvictionsAreNotAppliedTwice) {
+  ReadDeviceToHost(/*driver_evicts=*/true, Cause::kUser, 0, kBlockSize);
+  EXPECT_TRUE(Resident().all());
+}
+
+}  // namespace
+}  // namespace umlab::cuda
+
+#else
+TEST(DriverRecordReader, NeedsTheCudaBackend) {
+  GTEST_SKIP() << "the cuda backend is not built (no CUDA toolkit at configure time)";
+}
+#endif

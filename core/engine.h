@@ -107,8 +107,10 @@ class Engine final : public TransferListener, private PolicyContext {
   // pages it touches leave the device before it runs (written back where
   // the device dirtied them, after any migration of them has landed), and
   // they stay in host memory, out of every prefetch's reach, until it ends.
-  // The backend claims each of the kernel's accesses at its begin, runs it
-  // once HostClaimsSettled(), and releases the claims at its end. Pages in
+  // The backend claims each of the kernel's accesses just before it passes
+  // the kernel's begin (so a prefetch the policy asks for at the begin finds
+  // the pages held), runs it once HostClaimsSettled(), and releases the
+  // claims at its end. Pages in
   // a storage tier are out of the CPU's reach here: claiming one is an
   // error (health()).
   void ClaimForHost(uint64_t address, uint64_t size, bool write);

@@ -128,6 +128,10 @@ TEST(SimHostKernelTest, APrefetchOfPagesTheHostHoldsIsNotIssued) {
   const SimRun run = RunOnSim(p, 4, policy, TestDevice());
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.stats.prefetch_bytes, 0u);
+  // Not even populated and written back: the pages were held before the
+  // policy heard of the begin.
+  EXPECT_EQ(run.stats.zero_filled_bytes, 0u);
+  EXPECT_EQ(run.stats.d2h_bytes, 0u);
   EXPECT_EQ(run.stats.faulted_blocks, 1u);
   EXPECT_EQ(run.stats.fault_migrated_bytes, kBlockSize);
 }

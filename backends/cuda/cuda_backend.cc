@@ -533,10 +533,11 @@ void CudaBackend::ServeEngine() {
           for (const Event& event : kernel.events) recorder_->Record(event);
         }
         current_exec_id_ = kernel.begin.exec_id;
+        // A host kernel's pages are claimed before the engine hears of its
+        // begin, so that a prefetch the policy asks for there finds them held.
+        if (kernel.on_host) ClaimForHost(kernel);
         engine_->OnProgramEvent(kernel.begin);
-        if (kernel.on_host) {
-          ClaimForHost(kernel);
-        } else {
+        if (!kernel.on_host) {
           for (uint64_t r = kernel.first_range; r < kernel.first_range + kernel.range_count; ++r) {
             const PlannedRange& range = plan_.ranges[r];
             CountRemoteAccesses(range.first_page, range.pages, range.write);

@@ -504,13 +504,15 @@ absl::Status UffdBackend::ExecuteHostKernel(const KernelAssembler& kernel) {
   {
     absl::MutexLock lock(&mu_);
     for (const Event& event : kernel.kernel_events()) RecordProgram(event);
-    engine_->OnProgramEvent(kernel.kernel_begin());
     ++engine_->mutable_stats().host_kernels;
     claimed_at = Now();
+    // Claimed before the engine hears of the begin, so that a prefetch the
+    // policy asks for at the begin already finds the pages held.
     for (const Event& access : kernel.accesses()) {
       if (access.size == 0) continue;
       engine_->ClaimForHost(access.address, access.size, access.access != AccessType::kRead);
     }
+    engine_->OnProgramEvent(kernel.kernel_begin());
     settled = engine_->HostClaimsSettled();
   }
   // Waiting only if there is something to wait for: a kernel whose pages

@@ -92,13 +92,14 @@ def test_read_trace_decodes_a_recording(tmp_path):
     trace = tmp_path / "small.umt"
     recorded = umlab.record(trace, policy="demand", capacity=0.5, **SMALL)["runs"][0]
     decoded = umlab.read_trace(trace)
-    assert decoded["version"] == 3  # the .umt format (docs/trace-format.md)
+    assert decoded["version"] == 5  # the .umt format (docs/trace-format.md)
     assert decoded["metadata"]["workload"] == "mlp"
     assert decoded["metadata"]["policy"] == "demand"
 
     events, faults, migrations = decoded["events"], decoded["faults"], decoded["migrations"]
     assert events.dtype.names == ("kind", "access", "cause", "exec_id", "sm", "address", "size",
-                                  "iteration", "duration_ns", "time_ns", "rereads")
+                                  "iteration", "duration_ns", "time_ns", "rereads",
+                                  "host_address")
     kinds = {name: code for code, name in umlab.EVENT_KINDS.items()}
     assert kinds["fault"] == 16 and kinds["migrate"] == 17
     assert np.count_nonzero(events["kind"] == kinds["iteration"]) == recorded["iterations"]

@@ -213,6 +213,18 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        kRateOrZero},
       {"remote_latency_us", ParamType::kDouble, Number(c.link.remote_latency_ns / 1e3),
        "round trip of one remote access beyond its bytes' time on the link, us", kMicros},
+      {"dma_h2d_gbps", ParamType::kDouble, Number(c.link.dma_h2d_bytes_per_second / 1e9),
+       "a program's cudaMemcpy from pageable host memory to the device, GB/s (0: h2d_gbps)",
+       kRateOrZero},
+      {"dma_d2h_gbps", ParamType::kDouble, Number(c.link.dma_d2h_bytes_per_second / 1e9),
+       "a program's cudaMemcpy from the device to pageable host memory, GB/s (0: d2h_gbps)",
+       kRateOrZero},
+      {"stage_gbps", ParamType::kDouble, Number(c.host_stage_bytes_per_second / 1e9),
+       "one host thread copying into untouched managed memory (HUM's staging), GB/s", kRate},
+      {"stage_contention", ParamType::kDouble, Number(c.host_stage_contention),
+       "how much staging threads slow each other: T threads stage T * stage_gbps / (1 + "
+       "contention * (T - 1)) together",
+       ParamRange::Closed(0, 1e6)},
   };
 }
 
@@ -250,6 +262,10 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.link.remote_read_bytes_per_second = params->Double("remote_read_gbps") * 1e9;
   c.link.remote_write_bytes_per_second = params->Double("remote_write_gbps") * 1e9;
   c.link.remote_latency_ns = std::llround(params->Double("remote_latency_us") * 1e3);
+  c.link.dma_h2d_bytes_per_second = params->Double("dma_h2d_gbps") * 1e9;
+  c.link.dma_d2h_bytes_per_second = params->Double("dma_d2h_gbps") * 1e9;
+  c.host_stage_bytes_per_second = params->Double("stage_gbps") * 1e9;
+  c.host_stage_contention = params->Double("stage_contention");
   return c;
 }
 

@@ -14,6 +14,16 @@ bool Overlaps(uint64_t a, uint64_t a_size, uint64_t b, uint64_t b_size) {
   return a < b + b_size && b < a + a_size;
 }
 
+// Whether two device ranges share a page: a page awaits one copy at a
+// time, so copies into neighbouring bytes of one page go one after the
+// other.
+bool SharePage(const CopyCommand& a, const CopyCommand& b) {
+  const uint64_t a_first = PageOfAddress(a.device_address);
+  const uint64_t b_first = PageOfAddress(b.device_address);
+  return Overlaps(a_first, PagesSpanned(a.device_address, a.size), b_first,
+                  PagesSpanned(b.device_address, b.size));
+}
+
 }  // namespace
 
 absl::Status CopyStream::Issue(CopyId id, const CopyCommand& copy, CopyMode mode, Nanos now) {
@@ -163,10 +173,7 @@ bool CopyStream::StartNext(Nanos now) {
   // A hidden copy: its pages can await one copy at a time.
   std::vector<CopyId> earlier;
   for (auto it = live_.begin(); it != next; ++it) {
-    const CopyCommand& other = it->second.command;
-    if (Overlaps(command.device_address, command.size, other.device_address, other.size)) {
-      return false;
-    }
+    if (SharePage(command, it->second.command)) return false;
     earlier.push_back(it->first);
   }
   if (!engine_->policy().StartsCopy(id, earlier)) return false;
@@ -187,8 +194,10 @@ bool CopyStream::StageNext(Nanos now) {
     // The threads write the destination in host memory: not while the
     // device still holds it.
     if (!engine_->CopyDestinationOffDevice(chunk.address, chunk.bytes)) break;
+    // The threads at work from now on, this one among them.
+    const size_t busy = std::min(threads, staging_.size() + to_stage_.size());
     to_stage_.pop_front();
-    staging_.emplace(now + StagingTime(chunk.bytes), next);
+    staging_.emplace(now + StagingTime(chunk.bytes, busy), next);
     moved = true;
   }
   return moved;
@@ -228,10 +237,10 @@ void CopyStream::Finish(CopyId id) {
   live_.erase(id);
 }
 
-Nanos CopyStream::StagingTime(uint64_t bytes) const {
-  const double threads = std::max(1, engine_->policy().CopyThreads());
-  const double rate = device_.host_stage_bytes_per_second /
-                      (1.0 + device_.host_stage_contention * (threads - 1.0));
+Nanos CopyStream::StagingTime(uint64_t bytes, size_t busy) const {
+  const double rate =
+      device_.host_stage_bytes_per_second /
+      (1.0 + device_.host_stage_contention * (static_cast<double>(std::max<size_t>(busy, 1)) - 1.0));
   return static_cast<Nanos>(std::ceil(static_cast<double>(bytes) * 1e9 / rate));
 }
 

@@ -11,8 +11,8 @@
 //   (Policy::StartsCopy). Starting, its destination awaits it on the
 //   engine (Engine::AwaitCopy) and its chunks, one per 2 MB block of the
 //   destination, queue for the staging threads (Policy::CopyThreads, each
-//   at DeviceConfig::host_stage_bytes_per_second slowed by the others'
-//   contention). A staged chunk joins its copy's migration queue, and the
+//   at DeviceConfig::host_stage_bytes_per_second slowed by the contention
+//   of the threads busy when it starts). A staged chunk joins its copy's migration queue, and the
 //   one migration thread moves a chunk at a time (Engine::LandCopy),
 //   taking the queue the policy names (Policy::NextCopyToMigrate). The copy
 //   is done when its last chunk has landed. The host never waits for it
@@ -114,8 +114,9 @@ class CopyStream {
   bool StageNext(Nanos now);
   absl::StatusOr<bool> LandNext();
   void Finish(CopyId id);
-  // The time one staging thread takes for `bytes` while all threads stage.
-  Nanos StagingTime(uint64_t bytes) const;
+  // The time one staging thread takes for `bytes` while `busy` threads
+  // stage (it among them). A chunk keeps the rate it starts with.
+  Nanos StagingTime(uint64_t bytes, size_t busy) const;
 
   const DeviceConfig& device_;
   PcieLink& link_;

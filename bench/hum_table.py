@@ -10,6 +10,9 @@ region, the program's one iteration (per_iteration[0].time_ns). Prints a
 Markdown table, with the geometric mean per suite and over all.
 
   bench/hum_table.py [--umlab=build/cli/umlab] [--device=v100-pcie3] [-- extra compare args]
+
+With --threads, the thesis's Fig. 7.3 instead: hum with 1 to 16 copy threads,
+the geometric-mean speedup per suite over one thread.
 """
 import argparse
 import json
@@ -25,20 +28,41 @@ PROGRAMS = {
 POLICIES = ["memcpy", "uvm-default", "hum", "hum:sched=false"]
 
 
-def run(umlab, workload, device, extra):
+THREADS = [1, 2, 4, 8, 16]
+
+
+def run(umlab, workload, device, extra, policies=POLICIES):
     command = [umlab, "compare", f"--workload={workload}", f"--device={device}", "--capacity=1",
-               "--policies=" + ",".join(POLICIES), "--format=json", "--quiet"] + extra
+               "--policies=" + ",".join(policies), "--format=json", "--quiet"] + extra
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     runs = {r["policy"]: r for r in json.loads(out)["runs"]}
-    return {p: runs[p] for p in POLICIES}
+    return {p: runs[p] for p in policies}
+
+
+def threads_sweep(args, extra):
+    policies = [f"hum:threads={t}" for t in THREADS]
+    print("| suite | " + " | ".join(f"{t} threads" for t in THREADS) + " |")
+    print("| --- |" + " ---: |" * len(THREADS))
+    for suite, programs in PROGRAMS.items():
+        speedups = {t: [] for t in THREADS}
+        for workload in programs:
+            runs = run(args.umlab, workload, args.device, extra, policies)
+            one = runs[policies[0]]["per_iteration"][0]["time_ns"]
+            for t, policy in zip(THREADS, policies):
+                speedups[t].append(one / runs[policy]["per_iteration"][0]["time_ns"])
+        print(f"| {suite} | " + " | ".join(f"{geomean(speedups[t]):.2f}x" for t in THREADS) + " |")
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--umlab", default="build/cli/umlab")
     parser.add_argument("--device", default="v100-pcie3")
+    parser.add_argument("--threads", action="store_true", help="the copy-thread sweep")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
+    if args.threads:
+        threads_sweep(args, extra)
+        return
     print("| program | memcpy ms | uvm-default ms | hum ms | hum:sched=false ms | "
           "hum vs memcpy | hum vs uvm-default | no-sched vs memcpy | early launches |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

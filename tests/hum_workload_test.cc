@@ -6,11 +6,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
 #include "cli/runner/experiment.h"
+#include "cli/trace_summary.h"
+#include "core/copy_command.h"
 #include "emu/device_presets.h"
+#include "tests/temp_path.h"
 #include "tests/workload_events.h"
 
 namespace umlab::testing {
@@ -42,8 +48,11 @@ CopyBytes CopiesOf(const std::string& spec) {
   CopyBytes bytes;
   for (const Event& event : Drain(spec)) {
     if (event.kind != EventKind::kCopy) continue;
+    absl::StatusOr<CopyCommand> copy = CopyOf(event);
+    EXPECT_TRUE(copy.ok()) << copy.status();
+    if (!copy.ok()) continue;
     ++bytes.copies;
-    (event.cause & 1 ? bytes.out : bytes.in) += event.size;
+    (copy->to_device() ? bytes.in : bytes.out) += copy->size;
   }
   return bytes;
 }
@@ -138,6 +147,31 @@ TEST(CopyProgramTest, ProgramsThatFreeTheirSourceRightAfterItsCopyCannotHideIt) 
   absl::StatusOr<cli::RunResult> vectoradd = RunCopyProgram("cuda-vectoradd:elements=4194304", "hum");
   ASSERT_TRUE(vectoradd.ok()) << vectoradd.status();
   EXPECT_EQ(vectoradd->stats.early_launches, 1u);
+}
+
+TEST(CopyProgramTest, ARecordedCopyProgramKeepsItsCopiesAndReplaysUnderAnotherPolicy) {
+  const std::string path = PrivateTempPath("vectoradd.umt");
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::Main({"record", "--workload=cuda-vectoradd", "--workload-arg",
+                       "elements=1048576", "--capacity=1", "--policy=hum", "--quiet",
+                       "--output=" + path},
+                      out, err),
+            0)
+      << err.str();
+  absl::StatusOr<cli::TraceSummary> summary = cli::SummarizeTrace(path);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->events["copy"], 3u);
+  EXPECT_EQ(summary->copied_in_bytes, 2u * 4 * 1048576);
+  EXPECT_EQ(summary->copied_out_bytes, 4u * 1048576);
+  std::ostringstream replayed, replay_err;
+  EXPECT_EQ(cli::Main({"replay", path, "--policy=memcpy", "--capacity=1", "--quiet",
+                       "--format=json"},
+                      replayed, replay_err),
+            0)
+      << replay_err.str();
+  EXPECT_NE(replayed.str().find("\"dma_h2d_bytes\":8388608"), std::string::npos)
+      << replayed.str();
+  std::remove(path.c_str());
 }
 
 }  // namespace

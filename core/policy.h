@@ -112,15 +112,13 @@ class PolicyContext {
 };
 
 // A kernel ready to launch while the hidden copy issued just before it on
-// the stream is still under way (Policy::LaunchesEarly).
+// the stream is still under way (Policy::LaunchesEarly). The backend asks
+// only once that copy (and every hidden copy before it) has started and its
+// destination has left the device since: then none of its pages can be
+// read before it lands, whatever the answer.
 struct EarlyLaunchQuery {
   uint32_t exec_id = 0;
   CopyId copy = 0;
-  // The copy has started: its destination awaits it, its source is
-  // write-protected, its data is being staged.
-  bool copy_started = false;
-  // Every page of its destination has left the device since it started.
-  bool copy_off_device = false;
   // The kernel's accesses overlap the copy's destination.
   bool kernel_touches_copy = false;
 };

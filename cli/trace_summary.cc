@@ -7,6 +7,7 @@
 #include "cli/json_contract.h"
 #include "cli/json_text.h"
 #include "core/byte_size.h"
+#include "core/copy_command.h"
 #include "core/trace_reader.h"
 
 namespace umlab::cli {
@@ -32,6 +33,11 @@ absl::StatusOr<TraceSummary> SummarizeTrace(const std::string& path) {
       case EventKind::kIterationBegin: ++summary.iterations; break;
       case EventKind::kKernelBegin: ++summary.kernels; break;
       case EventKind::kKernelDefine: kernel_ids.insert(event.exec_id); break;
+      case EventKind::kCopy:
+        if (absl::StatusOr<CopyCommand> copy = CopyOf(event); copy.ok()) {
+          (copy->to_device() ? summary.copied_in_bytes : summary.copied_out_bytes) += copy->size;
+        }
+        break;
       default: break;
     }
   }
@@ -62,6 +68,10 @@ std::string TraceSummaryText(const TraceSummary& s) {
                         "recorded: %d faults, %s migrated, %s written back\n",
                         s.iterations, s.kernels, s.distinct_kernels, s.page_accesses, s.faults,
                         FormatBytes(s.migrated_bytes), FormatBytes(s.written_back_bytes));
+  if (s.copied_in_bytes + s.copied_out_bytes > 0) {
+    absl::StrAppendFormat(&out, "copies: %s to the device, %s back\n",
+                          FormatBytes(s.copied_in_bytes), FormatBytes(s.copied_out_bytes));
+  }
   return out;
 }
 
@@ -81,7 +91,9 @@ std::string TraceSummaryJson(const TraceSummary& s) {
                   {"page_accesses", s.page_accesses},
                   {"faults", s.faults},
                   {"migrated_bytes", s.migrated_bytes},
-                  {"written_back_bytes", s.written_back_bytes}});
+                  {"written_back_bytes", s.written_back_bytes},
+                  {"copied_in_bytes", s.copied_in_bytes},
+                  {"copied_out_bytes", s.copied_out_bytes}});
   return JsonText(out) + "\n";
 }
 

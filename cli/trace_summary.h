@@ -27,6 +27,9 @@ struct TraceSummary {
   uint64_t faults = 0;
   uint64_t migrated_bytes = 0;
   uint64_t written_back_bytes = 0;
+  // The program's copies (kCopy), by direction.
+  uint64_t copied_in_bytes = 0;
+  uint64_t copied_out_bytes = 0;
 };
 
 // Reads every chunk of the trace at `path`, so damage anywhere is an error.

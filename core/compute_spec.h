@@ -15,6 +15,12 @@ struct ComputeSpec {
   // is bound by it: it touches 28 bytes per fp16 parameter and does a few
   // FLOPs per byte). Presets give their source (emu/device_presets.cc).
   double host_memory_bytes_per_second = 50e9;
+  // What one host thread's plain code streams through memory (a benchmark's
+  // serial host loop between its copies, docs/hum.md): a memcpy between
+  // warm buffers ran at 8.52 GB/s copied on the device machine's host
+  // (16-core Intel Xeon with an H100; bench/hum_copy_probe.cu), each byte
+  // read and written, so 17.04 GB/s touched.
+  double host_thread_bytes_per_second = 17.04e9;
 };
 
 }  // namespace umlab

@@ -50,6 +50,20 @@ struct LinkConfig {
   double remote_write_bytes_per_second = 0;
   Nanos remote_latency_ns = 1000;
 
+  // A program's own copies (cudaMemcpy from and to pageable host memory,
+  // core/copy_command.h's kDma) per direction (0: the migration rate of
+  // that direction, h2d_bytes_per_second or d2h_bytes_per_second). The
+  // driver stages pageable data through pinned buffers with the CPU, so
+  // this is no faster than the link and can be slower than a migration.
+  double dma_h2d_bytes_per_second = 0;
+  double dma_d2h_bytes_per_second = 0;
+
+  double dma_h2d_rate() const {
+    return dma_h2d_bytes_per_second > 0 ? dma_h2d_bytes_per_second : h2d_bytes_per_second;
+  }
+  double dma_d2h_rate() const {
+    return dma_d2h_bytes_per_second > 0 ? dma_d2h_bytes_per_second : d2h_bytes_per_second;
+  }
   double remote_read_rate() const {
     return remote_read_bytes_per_second > 0 ? remote_read_bytes_per_second
                                             : h2d_bytes_per_second;
@@ -85,6 +99,19 @@ struct DeviceConfig {
   // go to storage (G10's CPU memory line; 0, as G10's GDS-only runs, sends
   // every eviction to storage). Without storage the host has no limit.
   uint64_t host_memory_bytes = 0;
+
+  // HUM's staging of a hidden copy (docs/hum.md): host threads copy the
+  // source into managed memory nobody has touched yet, 2 MB at a time. One
+  // thread does it at `host_stage_bytes_per_second` (the first touch of
+  // each page is a fault, which costs more than the copy), and threads slow
+  // each other: T threads stage T * rate / (1 + contention * (T - 1))
+  // together. Measured on the device machine's host (16-core Intel Xeon,
+  // with an H100; bench/hum_copy_probe.cu): one thread 2.51 GB/s; 2, 4, 8
+  // and 16 threads 3.89, 6.76, 11.06 and 14.39 GB/s, which the contention
+  // 0.117 gives as 4.50, 7.44, 11.06 and 14.62 (fitted at 8 threads,
+  // HUM's default).
+  double host_stage_bytes_per_second = 2.51e9;
+  double host_stage_contention = 0.117;
 
   // Everything that issues accesses concurrently.
   int access_streams() const { return compute.sm_count * warps_per_sm; }

@@ -111,6 +111,7 @@ void Engine::ApplyAllocatorEvent(const Event& event) {
                         [&](BlockNumber number, const PageMask& pages) {
                           BlockState& block = memory_.Get(number);
                           DropResident(block, pages);
+                          ForgetCopyInto(number, pages);
                           if (pages.all()) policy_.OnBlockFreed(number);
                         });
       NoteFreeSpace();
@@ -184,31 +185,32 @@ void Engine::SettleHostClaims() {
     const PageMask pages = host_claims_[*it].pages;
     if ((block.in_storage & pages).any()) {
       if (health_.ok()) {
-        health_ = absl::FailedPreconditionError(absl::StrFormat(
-            "kernel %d runs on the host and touches pages the engine keeps in storage, which "
-            "umlab does not model the CPU reaching; run host kernels on a device without a "
-            "storage tier",
-            current_exec_id_));
+        health_ = absl::FailedPreconditionError(
+            "a host kernel touches pages the engine keeps in storage, which umlab does not "
+            "model the CPU reaching; run host kernels on a device without a storage tier");
       }
       host_unsettled_.erase(it++);
       continue;
     }
-    // Pages on their way land first; a block with a transfer in flight
-    // keeps its frame and pages until it is done, as a pre-eviction waits.
-    if ((block.in_flight & pages).any() || block.transfers_in_flight > 0) {
+    if (!MoveOffDevice(block, pages)) {
       ++it;
-      continue;
-    }
-    if (const PageMask resident = block.resident & pages; resident.any()) {
-      const uint64_t written_back = stats_.d2h_bytes;
-      EvictPages(block, resident, MemoryTier::kHost);
-      stats_.host_writeback_bytes += stats_.d2h_bytes - written_back;
-      NoteFreeSpace();
-      ++it;  // settles once the write-back is done
       continue;
     }
     host_unsettled_.erase(it++);
   }
+}
+
+bool Engine::MoveOffDevice(BlockState& block, const PageMask& pages) {
+  // Pages on their way land first; a block with a transfer in flight
+  // keeps its frame and pages until it is done, as a pre-eviction waits.
+  if ((block.in_flight & pages).any() || block.transfers_in_flight > 0) return false;
+  const PageMask resident = block.resident & pages;
+  if (resident.none()) return true;
+  const uint64_t written_back = stats_.d2h_bytes;
+  EvictPages(block, resident, MemoryTier::kHost);
+  stats_.host_writeback_bytes += stats_.d2h_bytes - written_back;
+  NoteFreeSpace();
+  return false;  // off once the write-back is done
 }
 
 void Engine::ReleaseHostClaims() {
@@ -226,6 +228,93 @@ void Engine::ReleaseHostClaims() {
   host_unsettled_.clear();
   PumpPrefetches();
   EndStep();
+}
+
+// ---------------------------------------------------------------------------
+// Hidden copies.
+
+void Engine::AwaitCopy(uint64_t address, uint64_t size) {
+  ForEachBlockRange(address, size, false, [&](BlockNumber number, const PageMask& pages) {
+    PageMask& awaiting = awaiting_copy_[number];
+    if ((awaiting & pages).any() && health_.ok()) {
+      health_ = absl::FailedPreconditionError(absl::StrFormat(
+          "a hidden copy into %#x starts while pages of block %#x still await another copy; "
+          "the backend must hold back a copy whose destination overlaps one under way",
+          address, number * kBlockSize));
+    }
+    awaiting |= pages;
+    copy_unsettled_.insert(number);
+  });
+  SettleCopies();
+  EndStep();
+}
+
+void Engine::SettleCopies() {
+  for (auto it = copy_unsettled_.begin(); it != copy_unsettled_.end();) {
+    BlockState& block = memory_.Get(*it);
+    const PageMask pages = AwaitingCopy(*it);
+    if ((block.in_storage & pages).any()) {
+      if (health_.ok()) {
+        health_ = absl::FailedPreconditionError(absl::StrFormat(
+            "a hidden copy writes pages of block %#x that the engine keeps in storage, which "
+            "umlab does not model the host reaching; run copies on a device without a "
+            "storage tier",
+            *it * kBlockSize));
+      }
+      it = copy_unsettled_.erase(it);
+      continue;
+    }
+    it = MoveOffDevice(block, pages) ? copy_unsettled_.erase(it) : std::next(it);
+  }
+}
+
+bool Engine::CopyDestinationOffDevice(uint64_t address, uint64_t size) const {
+  bool off = true;
+  ForEachBlockRange(address, size, false, [&](BlockNumber number, const PageMask& /*pages*/) {
+    off = off && !copy_unsettled_.contains(number);
+  });
+  return off;
+}
+
+PageMask Engine::AwaitingCopy(BlockNumber block) const {
+  auto it = awaiting_copy_.find(block);
+  return it == awaiting_copy_.end() ? PageMask() : it->second;
+}
+
+void Engine::ForgetCopyInto(BlockNumber number, const PageMask& pages) {
+  // Faults wait for copies only while kernels run, and the program frees
+  // memory between kernels: no batch waits for these pages.
+  auto it = awaiting_copy_.find(number);
+  if (it == awaiting_copy_.end()) return;
+  it->second &= ~pages;
+  if (it->second.none()) awaiting_copy_.erase(it);
+}
+
+std::optional<TransferId> Engine::LandCopy(BlockNumber number, const PageMask& staged) {
+  auto awaiting = awaiting_copy_.find(number);
+  const PageMask pages = awaiting == awaiting_copy_.end() ? PageMask() : staged & awaiting->second;
+  if (pages.none()) return TransferId{0};  // freed meanwhile: nothing to bring
+  BlockState& block = memory_.Get(number);
+  std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
+  if (!after.has_value()) return std::nullopt;
+  awaiting->second &= ~pages;
+  if (awaiting->second.none()) awaiting_copy_.erase(awaiting);
+  // The staging threads wrote the copy's data into host memory: that is
+  // the pages' data now, and the migration copies it.
+  block.invalid &= ~pages;
+  memory_.PlaceCopies(block, pages, MemoryTier::kHost);
+  NoteTierPeaks();
+  const TransferId id = IssueMigration(block, pages, pages, TransferKind::kPrefetch, *after,
+                                       /*limited=*/false);
+  stats_.hidden_copy_bytes += MaskBytes(pages);
+  // Faults that waited for these pages wait for this transfer now.
+  if (auto waiting = batch_awaits_copy_.find(number); waiting != batch_awaits_copy_.end()) {
+    if ((waiting->second & pages).any()) batch_outstanding_.insert(id);
+    waiting->second &= ~pages;
+    if (waiting->second.none()) batch_awaits_copy_.erase(waiting);
+  }
+  EndStep();
+  return id;
 }
 
 void Engine::BeginIteration(uint64_t index) {
@@ -381,7 +470,7 @@ void Engine::ServiceBatch(size_t count) {
     o.OnFaultBatch(batch_start_ns_, count, stats_.faulted_pages - pages_before);
   });
   for (const FaultedBlock& faulted : faulted_blocks_) ServiceBlock(faulted);
-  if (batch_outstanding_.empty()) FinishBatch();
+  if (!BatchWaiting()) FinishBatch();
 }
 
 void Engine::ServiceBlock(const FaultedBlock& faulted) {
@@ -399,7 +488,14 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
       }
     }
   }
-  PageMask missing = faulted.pages & ~block.resident & ~block.in_flight;
+  // Pages a hidden copy has yet to bring: the copy lands them, and the
+  // batch waits for it (a migration now would bring a blank page).
+  const PageMask awaited = faulted.pages & ~block.in_flight & AwaitingCopy(faulted.block);
+  if (awaited.any()) {
+    stats_.faulted_awaiting_copy_pages += awaited.count();
+    batch_awaits_copy_[faulted.block] |= awaited;
+  }
+  PageMask missing = faulted.pages & ~block.resident & ~block.in_flight & ~awaited;
   if (missing.none()) return;
   if (policy_.MapsRemotely()) {
     // A fault the policy answers with a mapping to the host's copy: the
@@ -414,7 +510,7 @@ void Engine::ServiceBlock(const FaultedBlock& faulted) {
 
   const PageMask wanted =
       (policy_.ExpandFault(faulted.block, missing) | missing) & ~block.resident &
-      ~block.in_flight & ~HostHeld(faulted.block);
+      ~block.in_flight & ~HostHeld(faulted.block) & ~AwaitingCopy(faulted.block);
   const bool arriving_block = !block.has_frame;
   std::optional<TransferId> after = ObtainFrame(block, VictimReason::kFault);
   if (!after.has_value()) {
@@ -677,12 +773,13 @@ void Engine::OnTransferComplete(TransferId id) {
     policy_.OnMigrated(transfer.block, transfer.pages, transfer.kind);
   }
   if (!host_unsettled_.empty()) SettleHostClaims();
+  if (!copy_unsettled_.empty()) SettleCopies();
   if (batch_outstanding_.erase(id) > 0) {
     if (config_.replay == ReplayPolicy::kBlock) {
       backend_.Replay(ReplayPolicy::kBlock, transfer.block,
                       batch_start_ns_ + config_.fault_latency_ns);
     }
-    if (batch_outstanding_.empty() && servicing_) FinishBatch();
+    if (!BatchWaiting() && servicing_) FinishBatch();
   }
   PumpPrefetches();
   EndStep();
@@ -745,8 +842,9 @@ void Engine::MapRemote(BlockNumber number, const PageMask& pages) {
   }
   BlockState& block = memory_.Get(number);
   // Only data in host memory can be reached there.
-  const PageMask mapped =
-      pages & ~block.resident & ~block.in_flight & ~block.in_storage & ~block.remote;
+  // Pages awaiting a copy have no data in host memory yet.
+  const PageMask mapped = pages & ~block.resident & ~block.in_flight & ~block.in_storage &
+                          ~block.remote & ~AwaitingCopy(number);
   if (mapped.none()) return;
   const PageMask fresh = mapped & block.invalid;
   if (fresh.any()) {
@@ -806,8 +904,10 @@ void Engine::PumpPrefetches() {
 
 void Engine::IssueAhead(const PrefetchRequest& request, bool populate) {
   BlockState& block = memory_.Get(request.block);
-  // Pages a host kernel holds stay in host memory until it ends.
-  PageMask pages = request.pages & ~block.resident & ~block.in_flight & ~HostHeld(block.number);
+  // Pages a host kernel holds stay in host memory until it ends; pages
+  // awaiting a copy come with it.
+  PageMask pages = request.pages & ~block.resident & ~block.in_flight & ~HostHeld(block.number) &
+                   ~AwaitingCopy(block.number);
   if (populate) pages &= block.invalid;
   if (pages.none()) return;
   std::optional<TransferId> after = ObtainFrame(block, VictimReason::kPrefetch);
@@ -873,6 +973,13 @@ absl::Status Engine::CheckInvariants() const {
         ((block.resident | block.in_flight) & HostHeld(block.number)).any()) {
       return absl::InternalError(absl::StrFormat(
           "block %#x has pages on the device that a running host kernel holds",
+          block.number * kBlockSize));
+    }
+    if (!copy_unsettled_.contains(block.number) &&
+        ((block.resident | block.in_flight) & AwaitingCopy(block.number)).any()) {
+      return absl::InternalError(absl::StrFormat(
+          "block %#x has pages on the device that a hidden copy has yet to land: a kernel "
+          "could read them blank",
           block.number * kBlockSize));
     }
     device_pages += (block.resident | block.in_flight).count();

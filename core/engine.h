@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -118,6 +119,33 @@ class Engine final : public TransferListener, private PolicyContext {
   // The host kernel is over: pages it wrote hold data in host memory now.
   void ReleaseHostClaims();
 
+  // --- Hidden copies (CopyMode::kHidden, docs/hum.md) ---
+  // A hidden copy into [address, address+size) starts. Its destination's
+  // pages leave the device as a host write takes them (what is on its way
+  // lands first, resident pages go back to the host, written back where
+  // the device dirtied them), and from now on they await the copy: no fault
+  // on them is served with a migration (the batch waits until the copy
+  // lands them, where a migration would bring a blank page), and no
+  // prefetch, populate, remote mapping or fault expansion brings them. A
+  // page may await one copy at a time: the backend holds back a copy whose
+  // destination overlaps one under way (health() otherwise).
+  void AwaitCopy(uint64_t address, uint64_t size);
+  // Every page of [address, address+size) that awaits a copy has left the
+  // device since (HUM's third condition for launching a kernel early).
+  bool CopyDestinationOffDevice(uint64_t address, uint64_t size) const;
+  // The pages of `block` awaiting a copy.
+  PageMask AwaitingCopy(BlockNumber block) const;
+  // The copy has staged `staged` pages of `block` in host memory: those
+  // still awaiting it migrate now (prefetch traffic, counted in
+  // hidden_copy_bytes too) and stop awaiting; faults on them wait for this
+  // transfer. Returns its id; 0 when none awaits any more (the program
+  // freed them); nullopt when no frame can be had (try again later).
+  std::optional<TransferId> LandCopy(BlockNumber block, const PageMask& staged);
+
+  // The policy, for the decisions the engine does not take itself: how the
+  // backend runs a program's copies (Policy::HowToCopy and what follows).
+  Policy& policy() { return policy_; }
+
   // No transfer of the engine's is still running.
   bool Quiescent() const { return inflight_.empty(); }
 
@@ -190,6 +218,18 @@ class Engine final : public TransferListener, private PolicyContext {
   // claimed pages that are resident in a block with nothing in flight, and
   // settles a claim once none of its pages is on the device or on its way.
   void SettleHostClaims();
+  // The same for the destinations of hidden copies.
+  void SettleCopies();
+  // Takes `pages` of `block` off the device as far as it can now: once no
+  // transfer of the block is in flight, its resident ones among them are
+  // evicted to the host (written back where dirty, counted as
+  // host_writeback_bytes). True once none is on the device or on its way.
+  bool MoveOffDevice(BlockState& block, const PageMask& pages);
+  // The program freed `pages` of `block`: no copy lands them any more.
+  void ForgetCopyInto(BlockNumber block, const PageMask& pages);
+  // The batch in service still waits: for transfers, or for copies to land
+  // pages it faulted on.
+  bool BatchWaiting() const { return !batch_outstanding_.empty() || !batch_awaits_copy_.empty(); }
   // The pages of `block` a host kernel holds (none when no claim).
   PageMask HostHeld(BlockNumber block) const {
     auto it = host_claims_.find(block);
@@ -338,6 +378,14 @@ class Engine final : public TransferListener, private PolicyContext {
   };
   absl::flat_hash_map<BlockNumber, HostClaim> host_claims_;
   absl::flat_hash_set<BlockNumber> host_unsettled_;
+
+  // Pages awaiting a hidden copy, per block; the blocks where some of them
+  // are still on the device or on their way there (ordered: settling them
+  // evicts, and evictions must come in the same order every run); and, of
+  // the batch in service, the faulted pages that wait for a copy to land.
+  absl::flat_hash_map<BlockNumber, PageMask> awaiting_copy_;
+  std::set<BlockNumber> copy_unsettled_;
+  absl::flat_hash_map<BlockNumber, PageMask> batch_awaits_copy_;
 
   uint32_t current_exec_id_ = 0;
   bool in_iteration_ = false;

@@ -14,6 +14,8 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kAccess: return "access";
     case EventKind::kKernelEnd: return "kernel-end";
     case EventKind::kKernelFaultTimes: return "kernel-fault-times";
+    case EventKind::kCopy: return "copy";
+    case EventKind::kSync: return "sync";
     case EventKind::kFault: return "fault";
     case EventKind::kMigrate: return "migrate";
     case EventKind::kEvict: return "evict";

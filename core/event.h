@@ -30,6 +30,15 @@ enum class EventKind : uint8_t {
   // (cudnn<B>InputPF.txt). Optional; precedes the first begin of that id.
   // The sim's G10 fault model (`faults=g10`) charges faults from these.
   kKernelFaultTimes = 10,
+  // A copy between a host buffer [host_address, host_address+size) and a
+  // device buffer [address, address+size), as cudaMemcpy or cudaMemcpyAsync
+  // makes it: cause is its CopyDirection, plus kCopyAsync for an async one
+  // (core/copy_command.h). Issued by the host in program order, outside
+  // kernels.
+  kCopy = 11,
+  // cudaDeviceSynchronize: the host waits until every copy and kernel
+  // issued before it has finished.
+  kSync = 12,
   // --- Observed events: what a backend saw while running the program. ---
   kFault = 16,       // a fault-buffer entry: address (page), access, sm, time_ns
   kMigrate = 17,     // size bytes moved host->device into block at address
@@ -55,7 +64,8 @@ struct Event {
   AccessType access = AccessType::kRead;  // kAccess, kFault
   uint8_t cause = 0;                      // kMigrate: a MigrationCause; kActivate: the
                                           // tensor's role + 1, 0 if unknown (tensor_role.h);
-                                          // kKernelDefine: a KernelPlace
+                                          // kKernelDefine: a KernelPlace; kCopy: its
+                                          // direction and mode (copy_command.h)
   uint32_t exec_id = 0;                   // kernel events, kFault
   uint32_t sm = 0;                        // kFault: the faulting SM
   uint64_t address = 0;                   // bytes
@@ -69,6 +79,9 @@ struct Event {
   // remote accesses pay for them: a kernel's compute time already counts
   // its device-memory traffic.
   uint32_t rereads = 0;
+  // kCopy: the host buffer's first byte (host memory outside the managed
+  // space that `address` lies in).
+  uint64_t host_address = 0;
 
   bool IsProgramEvent() const { return static_cast<uint8_t>(kind) < 16; }
   bool operator==(const Event&) const = default;

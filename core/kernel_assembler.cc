@@ -1,6 +1,7 @@
 #include "core/kernel_assembler.h"
 
 #include "absl/strings/str_format.h"
+#include "core/copy_command.h"
 
 namespace umlab {
 
@@ -36,6 +37,11 @@ bool KernelAssembler::Next() {
             host_kernels_.insert(event_.exec_id);
           } else {
             host_kernels_.erase(event_.exec_id);
+          }
+          return true;
+        case EventKind::kCopy:
+          if (absl::StatusOr<CopyCommand> copy = CopyOf(event_); !copy.ok()) {
+            return Fail(event_, copy.status().message());
           }
           return true;
         default:

@@ -2,8 +2,9 @@
 // outside any kernel as it comes, or a whole kernel (its begin, its accesses,
 // its end) once the end arrives. Every backend runs a kernel only when it has
 // all of it, so the structure of the stream is checked here, once, with one
-// wording per malformed-program error. It also remembers which execution ids
-// were defined as host kernels (KernelPlace).
+// wording per malformed-program error (a copy is checked here too: it is
+// well formed and outside every kernel). It also remembers which execution
+// ids were defined as host kernels (KernelPlace).
 #ifndef UMLAB_CORE_KERNEL_ASSEMBLER_H_
 #define UMLAB_CORE_KERNEL_ASSEMBLER_H_
 

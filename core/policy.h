@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/copy_command.h"
 #include "core/device_config.h"
 #include "core/event.h"
 #include "core/event_source.h"
@@ -110,6 +111,18 @@ class PolicyContext {
   virtual void UnmapRemote(BlockNumber block, const PageMask& pages) = 0;
 };
 
+// A kernel ready to launch while the hidden copy issued just before it on
+// the stream is still under way (Policy::LaunchesEarly). The backend asks
+// only once that copy (and every hidden copy before it) has started and its
+// destination has left the device since: then none of its pages can be
+// read before it lands, whatever the answer.
+struct EarlyLaunchQuery {
+  uint32_t exec_id = 0;
+  CopyId copy = 0;
+  // The kernel's accesses overlap the copy's destination.
+  bool kernel_touches_copy = false;
+};
+
 // What a planning policy is given before the run (Policy::Plan).
 struct PlanInput {
   const ProgramGraph& program;
@@ -182,6 +195,27 @@ class Policy {
   // True for a policy that maps pages remotely: a run refuses it on a
   // backend that cannot (Backend::MapsRemotely).
   virtual bool MapsRemotely() const { return false; }
+  // --- Copies (a program's cudaMemcpy: core/copy_command.h, docs/hum.md) ---
+  // How the run carries `copy` out. Default: as unified memory runs a
+  // program written with copies (CopyMode::kHostAccess), which is what a
+  // policy of managed memory makes of it.
+  virtual CopyMode HowToCopy(const CopyCommand& /*copy*/) { return CopyMode::kHostAccess; }
+  // Hidden copies: the host threads that stage chunks in host memory.
+  virtual int CopyThreads() const { return 1; }
+  // Hidden copies: whether `copy` may start now while the copies before it
+  // in `earlier` (ascending) are not done. Default: yes. Whatever the
+  // answer, a copy whose destination overlaps one of those waits for it.
+  virtual bool StartsCopy(CopyId /*copy*/, absl::Span<const CopyId> /*earlier*/) {
+    return true;
+  }
+  // Hidden copies: of the copies whose staged chunks wait for the one
+  // migration thread (ascending, never empty), the one whose next chunk it
+  // moves now. Default: the oldest.
+  virtual CopyId NextCopyToMigrate(absl::Span<const CopyId> waiting) { return waiting.front(); }
+  // Whether a kernel may launch before the hidden copy just before it on
+  // the stream is done. Default: no, as stream order has it.
+  virtual bool LaunchesEarly(const EarlyLaunchQuery& /*query*/) { return false; }
+
   // True for the `ideal` bound: the engine then never runs out of frames.
   virtual bool UnlimitedCapacity() const { return false; }
 

@@ -234,6 +234,7 @@ absl::StatusOr<ProgramGraph> ReadProgramGraph(EventSource& program) {
   for (const SlimEvent& slim : events) builder.Add(slim);
   ProgramGraph graph = builder.Finish();
   graph.kernel_names = std::move(names);
+  graph.tensors_open_with = has_activations ? EventKind::kActivate : EventKind::kAlloc;
   if (!host_kernels.empty()) {
     for (IterationGraph& iteration : graph.iterations) {
       for (GraphKernel& kernel : iteration.kernels) {

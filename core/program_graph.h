@@ -5,7 +5,9 @@
 //
 // A tensor is a range the allocator hands out (kActivate to kDeactivate).
 // A program without activations (a plain trace, an HPC kernel) has its
-// reserved segments (kAlloc to kFree) as tensors instead. Each iteration
+// reserved segments (kAlloc to kFree) as tensors instead. Copies between
+// host and device buffers (kCopy) are not kernels and are left out: how
+// they run is the policy's choice (Policy::HowToCopy). Each iteration
 // lists every tensor that is active at some point in it, so a plan made for
 // one iteration needs nothing from another.
 #ifndef UMLAB_CORE_PROGRAM_GRAPH_H_
@@ -20,6 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/event_source.h"
+#include "core/event.h"
 #include "core/memory_units.h"
 #include "core/tensor_role.h"
 
@@ -104,6 +107,9 @@ struct ProgramGraph {
   // Kernels before the first iteration marker (or in a program without
   // markers) form an iteration of their own, index 0.
   std::vector<IterationGraph> iterations;
+  // The event that opens a tensor: kActivate, or kAlloc in a program
+  // without activations (whose tensors are its segments).
+  EventKind tensors_open_with = EventKind::kActivate;
   // What kKernelDefine calls each execution id (empty for programs that
   // define none).
   absl::flat_hash_map<uint32_t, std::string> kernel_names;

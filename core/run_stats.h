@@ -85,6 +85,20 @@ struct RunStats {
   uint64_t host_kernels = 0;
   uint64_t host_writeback_bytes = 0;
   Nanos host_wait_ns = 0;
+  // Copies (kCopy, docs/hum.md): how many the program made; the bytes of
+  // those that ran as DMA (not part of h2d_bytes or d2h_bytes, which count
+  // the engine's migrations and write-backs); of prefetch_bytes, what
+  // hidden copies landed; the time the host waited on copies (synchronous
+  // ones, syncs, and writes to a source whose copy had not landed); the
+  // kernels that launched before the copy just before them was done; and
+  // faulted pages that waited for a hidden copy to land them.
+  uint64_t copies = 0;
+  uint64_t dma_h2d_bytes = 0;
+  uint64_t dma_d2h_bytes = 0;
+  uint64_t hidden_copy_bytes = 0;
+  Nanos copy_wait_ns = 0;
+  uint64_t early_launches = 0;
+  uint64_t faulted_awaiting_copy_pages = 0;
   // Real backends only: the engine learns of faults after the device has
   // already made the page resident, so residency can overshoot the budget
   // until the engine evicts. Estimated at each fault batch.

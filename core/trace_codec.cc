@@ -37,6 +37,8 @@ bool IsKnownKind(uint8_t byte) {
     case EventKind::kAccess:
     case EventKind::kKernelEnd:
     case EventKind::kKernelFaultTimes:
+    case EventKind::kCopy:
+    case EventKind::kSync:
     case EventKind::kFault:
     case EventKind::kMigrate:
     case EventKind::kEvict:
@@ -241,9 +243,10 @@ void EventEncoder::Append(const Event& event, std::string& out) {
   if (event.duration_ns != 0) mask |= kFieldDuration;
   if (!event.name.empty()) mask |= kFieldName;
   if (event.rereads != 0) mask |= kFieldRereads;
+  if (event.host_address != 0) mask |= kFieldHostAddress;
 
   // Everything but the name's bytes: kind, mask, and at most eleven varints
-  // (rereads goes after the name's bytes, in a buffer of its own).
+  // (rereads and host_address go after the name's bytes).
   char bytes[1 + 11 * kMaxVarintBytes];
   char* end = bytes;
   *end++ = static_cast<char>(event.kind);
@@ -268,6 +271,7 @@ void EventEncoder::Append(const Event& event, std::string& out) {
   out.append(bytes, end - bytes);
   out += event.name;
   if (mask & kFieldRereads) AppendVarint(event.rereads, out);
+  if (mask & kFieldHostAddress) AppendVarint(event.host_address, out);
 }
 
 absl::Status EventDecoder::Decode(ByteCursor& cursor, Event& event) {
@@ -337,6 +341,7 @@ absl::Status EventDecoder::Decode(ByteCursor& cursor, Event& event) {
     }
   }
   if (field(kFieldRereads, "rereads", UINT32_MAX)) event.rereads = static_cast<uint32_t>(value);
+  if (field(kFieldHostAddress, "host_address", kAny)) event.host_address = value;
   if (failed_field != nullptr) {
     return Bad(absl::StrFormat("the %s field of a %s event is malformed or out of range",
                                failed_field, kind_name()));

@@ -13,9 +13,10 @@
 //     0   magic[8]        89 55 4D 54 0D 0A 1A 0A ("\x89UMT\r\n\x1a\n"). The
 //                         high byte and CR/LF/^Z catch text-mode transfers and
 //                         stop `cat` from dumping binary, as PNG's magic does.
-//     8   u32 version     kTraceVersion (4; version 3 has no host kernels (a
-//                         kKernelDefine's cause), version 2 also lacks
-//                         `rereads`, version 1 also kKernelFaultTimes).
+//     8   u32 version     kTraceVersion (5; version 4 has no copies (kCopy,
+//                         kSync, host_address), version 3 also no host
+//                         kernels (a kKernelDefine's cause), version 2 also
+//                         lacks `rereads`, version 1 also kKernelFaultTimes).
 //     12  u32 meta_size   bytes of the metadata block, <= kMaxMetadataBytes.
 //     16  u64 meta_hash   FNV-1a 64 of the metadata block.
 //     24  metadata block  varint entry_count (<= kMaxMetadataEntries), then
@@ -52,6 +53,7 @@
 //       duration_ns zz
 //       name        varint length (1..kMaxKernelNameBytes), then bytes
 //       rereads     varint, < 2^32
+//       host_address varint
 //   A field is present exactly when it is non-zero (non-empty for name), so
 //   an event stores only what its kind uses (Event's unused fields are zero)
 //   and still round-trips bit-exactly if a producer sets more. Delta state
@@ -69,7 +71,7 @@ inline constexpr char kTraceMagic[8] = {'\x89', 'U', 'M', 'T', '\r', '\n', '\x1a
 // Bumped on any change a version-1 reader could misread: a new event kind or
 // field, a new frame type. Readers accept every version up to their own.
 // New metadata keys do not need a bump.
-inline constexpr uint32_t kTraceVersion = 4;
+inline constexpr uint32_t kTraceVersion = 5;
 
 inline constexpr size_t kFileHeaderBytes = 24;
 inline constexpr char kChunkTag[4] = {'U', 'M', 'T', 'C'};
@@ -107,15 +109,16 @@ enum TraceField : uint32_t {
   kFieldDuration = 1u << 8,
   kFieldName = 1u << 9,
   kFieldRereads = 1u << 10,
+  kFieldHostAddress = 1u << 11,
 };
-inline constexpr uint32_t kAllTraceFields = (1u << 11) - 1;
+inline constexpr uint32_t kAllTraceFields = (1u << 12) - 1;
 
-// The most bytes one encoded event can take: kind, a 2-byte mask, five
+// The most bytes one encoded event can take: kind, a 2-byte mask, six
 // 10-byte 64-bit varints, three 5-byte 32-bit varints, access and cause, and
 // the longest name with its length. The writer keeps chunks under
 // kMaxChunkBytes by closing them before this much headroom is gone.
 inline constexpr uint32_t kMaxEncodedEventBytes =
-    1 + 2 + 5 * 10 + 3 * 5 + 1 + 2 + 2 + kMaxKernelNameBytes;
+    1 + 2 + 6 * 10 + 3 * 5 + 1 + 2 + 2 + kMaxKernelNameBytes;
 
 }  // namespace umlab
 

@@ -24,8 +24,17 @@ UMLAB_REGISTER_DEVICE(
     {"v100-pcie3", "V100 on PCIe 3 x16: G10's simulated machine",
      DeviceConfig{
          // PCIe 3 x16 per direction and 5 us per transfer, as in G10's
-         // configuration (G10, Table 2).
-         .link = {15.754e9, 15.754e9, 5000},
+         // configuration (G10, Table 2). A program's own cudaMemcpy from
+         // pageable memory is slower than the link: the driver stages it
+         // through pinned buffers with one CPU thread. On the device
+         // machine (an H100 on PCIe 5) it ran at 8.58 GB/s to the device
+         // and 13.38 GB/s back, one thread's memcpy being 8.52 GB/s
+         // (bench/hum_copy_probe.cu); the CPU, not PCIe 3, is the limit.
+         .link = {.h2d_bytes_per_second = 15.754e9,
+                  .d2h_bytes_per_second = 15.754e9,
+                  .latency_ns = 5000,
+                  .dma_h2d_bytes_per_second = 8.58e9,
+                  .dma_d2h_bytes_per_second = 13.38e9},
          // fp32, tensor FLOP/s, HBM bandwidth, SMs: NVIDIA's V100 figures.
          // The host's CPU-Adam pace: MemFerry's V100 machine has 12 CPU
          // cores; PyTorch's fused CPU Adam ran at 114 GB/s on 16 cores of
@@ -190,6 +199,11 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "the host CPU's memory bandwidth, which host kernels (an optimizer step on the CPU) "
        "run at, GB/s",
        kRate},
+      {"cpu_thread_gbps", ParamType::kDouble,
+       Number(c.compute.host_thread_bytes_per_second / 1e9),
+       "what one host thread's serial code streams through memory (a benchmark's host loop), "
+       "GB/s",
+       kRate},
       {"launch_us", ParamType::kDouble, Number(c.kernel_launch_ns / 1e3),
        "gap between kernels, us", kMicros},
       {"grid_us", ParamType::kDouble, Number(c.kernel_grid_ns / 1e3),
@@ -225,6 +239,18 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        kRateOrZero},
       {"remote_latency_us", ParamType::kDouble, Number(c.link.remote_latency_ns / 1e3),
        "round trip of one remote access beyond its bytes' time on the link, us", kMicros},
+      {"dma_h2d_gbps", ParamType::kDouble, Number(c.link.dma_h2d_bytes_per_second / 1e9),
+       "a program's cudaMemcpy from pageable host memory to the device, GB/s (0: h2d_gbps)",
+       kRateOrZero},
+      {"dma_d2h_gbps", ParamType::kDouble, Number(c.link.dma_d2h_bytes_per_second / 1e9),
+       "a program's cudaMemcpy from the device to pageable host memory, GB/s (0: d2h_gbps)",
+       kRateOrZero},
+      {"stage_gbps", ParamType::kDouble, Number(c.host_stage_bytes_per_second / 1e9),
+       "one host thread copying into untouched managed memory (HUM's staging), GB/s", kRate},
+      {"stage_contention", ParamType::kDouble, Number(c.host_stage_contention),
+       "how much staging threads slow each other: T threads stage T * stage_gbps / (1 + "
+       "contention * (T - 1)) together",
+       ParamRange::Closed(0, 1e6)},
   };
 }
 
@@ -249,6 +275,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.compute.peak_flops_tensor = params->Double("tensor_tflops") * 1e12;
   c.compute.memory_bytes_per_second = params->Double("hbm_gbps") * 1e9;
   c.compute.host_memory_bytes_per_second = params->Double("cpu_gbps") * 1e9;
+  c.compute.host_thread_bytes_per_second = params->Double("cpu_thread_gbps") * 1e9;
   c.kernel_launch_ns = std::llround(params->Double("launch_us") * 1e3);
   c.kernel_grid_ns = std::llround(params->Double("grid_us") * 1e3);
   c.warps_per_sm = static_cast<int>(params->Int("warps"));
@@ -262,6 +289,10 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.link.remote_read_bytes_per_second = params->Double("remote_read_gbps") * 1e9;
   c.link.remote_write_bytes_per_second = params->Double("remote_write_gbps") * 1e9;
   c.link.remote_latency_ns = std::llround(params->Double("remote_latency_us") * 1e3);
+  c.link.dma_h2d_bytes_per_second = params->Double("dma_h2d_gbps") * 1e9;
+  c.link.dma_d2h_bytes_per_second = params->Double("dma_d2h_gbps") * 1e9;
+  c.host_stage_bytes_per_second = params->Double("stage_gbps") * 1e9;
+  c.host_stage_contention = params->Double("stage_contention");
   return c;
 }
 

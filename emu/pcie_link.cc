@@ -28,6 +28,13 @@ Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_fo
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
 }
 
+Nanos PcieLink::DmaDuration(LinkDirection direction, uint64_t bytes) const {
+  const double rate = direction == LinkDirection::kHostToDevice ? config_.dma_h2d_rate()
+                                                                : config_.dma_d2h_rate();
+  return config_.latency_ns +
+         static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / rate));
+}
+
 Nanos PcieLink::RemoteDuration(LinkDirection direction, uint64_t bytes) const {
   const double rate = direction == LinkDirection::kHostToDevice ? config_.remote_read_rate()
                                                                 : config_.remote_write_rate();
@@ -76,12 +83,17 @@ void PcieLink::StartNext(int lane_index, Nanos now) {
     const bool via_storage = lane.current.storage_bytes > 0 && has_storage();
     const int beside = StorageLaneBeside(lane_index);
     const bool storage_busy = beside >= 0 && lanes_[beside].active;
-    const Nanos duration =
-        lane.current.remote
-            ? RemoteDuration(lane.current.direction, lane.current.bytes)
-            : Duration(lane.current.direction, lane.current.bytes, lane.current.evicts_for_room,
-                       via_storage, storage_busy) +
-                  (lane.current.populates ? config_.populate_overhead_ns : 0);
+    const LinkTransfer& current = lane.current;
+    Nanos duration;
+    if (current.remote) {
+      duration = RemoteDuration(current.direction, current.bytes);
+    } else if (current.dma) {
+      duration = DmaDuration(current.direction, current.bytes);
+    } else {
+      duration = Duration(current.direction, current.bytes, current.evicts_for_room,
+                          via_storage, storage_busy) +
+                 (current.populates ? config_.populate_overhead_ns : 0);
+    }
     lane.end_ns = now + duration;
     bytes_moved_[static_cast<int>(lane.current.direction)] += lane.current.bytes;
     busy_ns_[static_cast<int>(lane.current.direction)] += duration;

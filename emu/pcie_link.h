@@ -62,6 +62,9 @@ struct LinkTransfer {
   // Of `bytes`, those read from or written to storage. Any makes the whole
   // transfer a storage one (the engine sends a block's copy to one tier).
   uint64_t storage_bytes = 0;
+  // A program's own copy (cudaMemcpy, a DMA): it moves at the link's copy
+  // rates (LinkConfig::dma_h2d_rate, dma_d2h_rate).
+  bool dma = false;
   // The device's own reads (host to device) or writes (device to host)
   // through a remote mapping: they move at the link's remote rates and pay
   // no per-transfer latency on the lane, since many are in flight at once
@@ -78,6 +81,8 @@ class PcieLink {
   // storage lane, or to or from storage (`via_storage`).
   Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true,
                  bool via_storage = false, bool storage_busy = false) const;
+  // A program's copy (LinkTransfer::dma): latency + bytes at the copy rate.
+  Nanos DmaDuration(LinkDirection direction, uint64_t bytes) const;
 
   // A remote access's time on its lane: its bytes at the remote rate.
   Nanos RemoteDuration(LinkDirection direction, uint64_t bytes) const;

@@ -30,6 +30,7 @@ struct EventRecord {
   int64_t duration_ns;
   int64_t time_ns;
   uint32_t rereads;
+  uint64_t host_address;
 };
 
 struct FaultRecord {
@@ -77,7 +78,7 @@ absl::StatusOr<DecodedTrace> Decode(const std::string& path) {
     trace.events.push_back(EventRecord{static_cast<uint8_t>(e.kind),
                                        static_cast<uint8_t>(e.access), e.cause, e.exec_id, e.sm,
                                        e.address, e.size, e.iteration, e.duration_ns, e.time_ns,
-                                       e.rereads});
+                                       e.rereads, e.host_address});
     switch (e.kind) {
       case EventKind::kKernelDefine: trace.kernel_names.emplace_back(e.exec_id, e.name); break;
       case EventKind::kFault:
@@ -113,7 +114,7 @@ py::array_t<Record> ToArray(const std::vector<Record>& records) {
 void DefineRecordTypes() {
   static const bool defined = [] {
     PYBIND11_NUMPY_DTYPE(EventRecord, kind, access, cause, exec_id, sm, address, size,
-                         iteration, duration_ns, time_ns, rereads);
+                         iteration, duration_ns, time_ns, rereads, host_address);
     PYBIND11_NUMPY_DTYPE(FaultRecord, time_ns, address, access, exec_id, sm);
     PYBIND11_NUMPY_DTYPE(MigrationRecord, time_ns, address, size, cause);
     PYBIND11_NUMPY_DTYPE(RemovalRecord, time_ns, address, size);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/copy_command.h"
 #include "core/event.h"
 #include "core/event_source.h"
 #include "core/memory_units.h"
@@ -95,6 +96,22 @@ class ProgramBuilder {
     Event event;
     event.kind = EventKind::kKernelEnd;
     event.exec_id = exec_id;
+    events_.push_back(event);
+    return *this;
+  }
+
+  // A copy of `size` bytes between the host buffer at `host_address` and
+  // the device buffer at `device_address` (cudaMemcpy, or cudaMemcpyAsync
+  // with `async`).
+  ProgramBuilder& Copy(CopyDirection direction, uint64_t device_address, uint64_t host_address,
+                       uint64_t size, bool async = false) {
+    events_.push_back(CopyCommand{direction, async, device_address, host_address, size}.ToEvent());
+    return *this;
+  }
+  // cudaDeviceSynchronize.
+  ProgramBuilder& Sync() {
+    Event event;
+    event.kind = EventKind::kSync;
     events_.push_back(event);
     return *this;
   }

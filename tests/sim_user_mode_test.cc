@@ -220,7 +220,11 @@ TEST(SimUserModeTest, EveryPolicyKeepsTheBooksStraightOnAModel) {
       result = cli::ExecuteRun(request);
     }
     ASSERT_TRUE(result.ok()) << policy << ": " << result.status();
-    EXPECT_GT(result->stats.faulted_blocks, 0u) << policy;
+    // memcpy maps every buffer as it is allocated, as device memory is:
+    // nothing faults.
+    if (policy != "memcpy") {
+      EXPECT_GT(result->stats.faulted_blocks, 0u) << policy;
+    }
   }
 }
 

@@ -234,6 +234,18 @@ std::vector<Event> EdgeEvents() {
   e.exec_id = kMax32;
   events.push_back(e);
 
+  // A synchronous host-to-device copy (cause 0) and an async device-to-host
+  // one, with the host buffer at both ends of the address space.
+  e = MakeEvent(EventKind::kCopy);
+  e.address = kBlockSize;
+  e.size = kMax64 - kBlockSize;
+  e.host_address = 1;
+  events.push_back(e);
+  e.cause = 3;
+  e.host_address = kMax64;
+  events.push_back(e);
+  events.push_back(MakeEvent(EventKind::kSync));
+
   e = MakeEvent(EventKind::kFault);
   e.access = AccessType::kAtomic;
   e.exec_id = kMax32;

@@ -32,6 +32,17 @@ int TensorProgramBuilder::Tensor(std::string name, uint64_t bytes, TensorRole ro
   return static_cast<int>(program_.tensors.size()) - 1;
 }
 
+int TensorProgramBuilder::HostTensor(std::string name, uint64_t bytes) {
+  const int tensor = Tensor(std::move(name), bytes, TensorRole::kData);
+  program_.tensors[tensor].on_host = true;
+  return tensor;
+}
+
+void TensorProgramBuilder::Copy(int device, int host, CopyDirection direction, bool async) {
+  program_.copies.push_back(CopySpec{device, host, direction, async});
+  steps_->push_back({ProgramStep::Kind::kCopy, static_cast<int>(program_.copies.size()) - 1});
+}
+
 int TensorProgramBuilder::Gather(const GatherSpec& gather) {
   program_.gathers.push_back(gather);
   return static_cast<int>(program_.gathers.size()) - 1;
@@ -89,6 +100,13 @@ void TensorProgramBuilder::LaunchTimed(const std::string& name, Nanos duration_n
 void TensorProgramBuilder::LaunchOnHost(const std::string& name, double bytes,
                                         std::vector<KernelAccess> accesses) {
   const double nanos = std::ceil(bytes / spec_.host_memory_bytes_per_second * 1e9);
+  LaunchTimed(name, nanos < 1000.0 ? 1000 : static_cast<Nanos>(nanos), std::move(accesses),
+              KernelPlace::kHost);
+}
+
+void TensorProgramBuilder::LaunchOnHostThread(const std::string& name, double bytes,
+                                              std::vector<KernelAccess> accesses) {
+  const double nanos = std::ceil(bytes / spec_.host_thread_bytes_per_second * 1e9);
   LaunchTimed(name, nanos < 1000.0 ? 1000 : static_cast<Nanos>(nanos), std::move(accesses),
               KernelPlace::kHost);
 }
@@ -290,6 +308,13 @@ class TensorProgramSource final : public EventSource {
         if (addresses_[step.index] != 0) {
           return Fail(tensor, absl::InternalError("allocated twice without a release"));
         }
+        if (tensor.on_host) {
+          // malloc's memory: a fresh page-aligned range, never handed out
+          // twice, so a copy's source is never mistaken for another's.
+          addresses_[step.index] = next_host_address_;
+          next_host_address_ += (tensor.bytes + kPageSize - 1) / kPageSize * kPageSize;
+          break;
+        }
         absl::StatusOr<AllocatedBlock> block = allocator_.Allocate(tensor.bytes, tensor.role);
         if (!block.ok()) return Fail(tensor, block.status());
         addresses_[step.index] = block->address;
@@ -301,6 +326,10 @@ class TensorProgramSource final : public EventSource {
       }
       case ProgramStep::Kind::kRelease: {
         const TensorSpec& tensor = program_->tensors[step.index];
+        if (tensor.on_host) {
+          addresses_[step.index] = 0;
+          break;
+        }
         if (absl::Status freed = allocator_.Free(addresses_[step.index]); !freed.ok()) {
           return Fail(tensor, freed);
         }
@@ -311,7 +340,33 @@ class TensorProgramSource final : public EventSource {
       case ProgramStep::Kind::kLaunch:
         Launch(step.index);
         break;
+      case ProgramStep::Kind::kCopy:
+        EmitCopy(program_->copies[step.index]);
+        break;
+      case ProgramStep::Kind::kSync: {
+        Event event;
+        event.kind = EventKind::kSync;
+        pending_.push_back(std::move(event));
+        break;
+      }
     }
+  }
+
+  void EmitCopy(const CopySpec& copy) {
+    const TensorSpec& device = program_->tensors[copy.device];
+    const TensorSpec& host = program_->tensors[copy.host];
+    if (addresses_[copy.device] == 0 || addresses_[copy.host] == 0) {
+      return Fail(addresses_[copy.device] == 0 ? device : host,
+                  absl::InternalError("copied while it is free"));
+    }
+    if (device.on_host || !host.on_host || host.bytes < device.bytes) {
+      return Fail(device, absl::InternalError(absl::StrCat(
+                              "a copy needs a device tensor and a host one at least as large, "
+                              "got ", host.name)));
+    }
+    pending_.push_back(CopyCommand{copy.direction, copy.async, addresses_[copy.device],
+                                   addresses_[copy.host], device.bytes}
+                           .ToEvent());
   }
 
   void Launch(int kernel_index) {
@@ -367,6 +422,9 @@ class TensorProgramSource final : public EventSource {
   std::deque<Event> pending_;
   CachingAllocator allocator_;
   std::vector<uint64_t> addresses_;  // per tensor; valid while allocated
+  // Host buffers get addresses from here up, far below the allocator's
+  // device range (CachingAllocatorOptions::device_base).
+  uint64_t next_host_address_ = uint64_t{1} << 44;
   std::vector<bool> defined_;        // per kernel: kKernelDefine emitted
   int iteration_ = -1;               // -1 while in setup
   size_t step_ = 0;
@@ -387,6 +445,10 @@ absl::StatusOr<ProgramFootprint> MeasureFootprint(
     std::shared_ptr<const TensorProgram> program) {
   ProgramFootprint footprint;
   for (const TensorSpec& tensor : program->tensors) {
+    if (tensor.on_host) {
+      footprint.host_bytes += tensor.bytes;
+      continue;
+    }
     if (tensor.role == TensorRole::kParameter) footprint.parameter_bytes += tensor.bytes;
     if (tensor.role == TensorRole::kOptimizerState) {
       footprint.optimizer_state_bytes += tensor.bytes;

@@ -33,6 +33,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/compute_spec.h"
+#include "core/copy_command.h"
 #include "core/event.h"
 #include "core/event_source.h"
 #include "core/tensor_role.h"
@@ -44,6 +45,18 @@ struct TensorSpec {
   std::string name;  // for error messages, e.g. "h3.attn.c_attn.weight.grad"
   uint64_t bytes = 0;
   TensorRole role = TensorRole::kActivation;
+  // A host buffer (malloc's), outside the managed space: the interpreter
+  // gives it an address in a host range of its own, and the allocator
+  // never sees it. Only host kernels and copies touch it.
+  bool on_host = false;
+};
+
+// A copy of a device tensor's bytes from or to a host tensor (kCopy).
+struct CopySpec {
+  int device = 0;
+  int host = 0;
+  CopyDirection direction = CopyDirection::kHostToDevice;
+  bool async = false;
 };
 
 // How a Gather draws its items.
@@ -90,9 +103,9 @@ struct KernelSpec {
 };
 
 struct ProgramStep {
-  enum class Kind : uint8_t { kIterationBegin, kAllocate, kRelease, kLaunch };
+  enum class Kind : uint8_t { kIterationBegin, kAllocate, kRelease, kLaunch, kCopy, kSync };
   Kind kind = Kind::kLaunch;
-  int index = 0;  // a tensor (allocate, release) or a kernel (launch)
+  int index = 0;  // a tensor (allocate, release), a kernel (launch) or a copy
 };
 
 struct TensorProgram {
@@ -100,6 +113,7 @@ struct TensorProgram {
   std::vector<TensorSpec> tensors;
   std::vector<KernelSpec> kernels;
   std::vector<GatherSpec> gathers;
+  std::vector<CopySpec> copies;
   std::vector<ProgramStep> setup;      // runs once, before iteration 0
   std::vector<ProgramStep> iteration;  // runs `iterations` times
   int iterations = 0;
@@ -117,12 +131,19 @@ class TensorProgramBuilder {
   void IntoIteration() { Into(&program_.iteration); }
 
   int Tensor(std::string name, uint64_t bytes, TensorRole role);
+  // A host buffer (TensorSpec::on_host) of role kData.
+  int HostTensor(std::string name, uint64_t bytes);
   int Gather(const GatherSpec& gather);
   const TensorSpec& tensor(int index) const { return program_.tensors[index]; }
 
   void Allocate(int tensor) { steps_->push_back({ProgramStep::Kind::kAllocate, tensor}); }
   void Release(int tensor) { steps_->push_back({ProgramStep::Kind::kRelease, tensor}); }
   void IterationBegin() { steps_->push_back({ProgramStep::Kind::kIterationBegin, 0}); }
+  // Copies device tensor `device`'s bytes from or to host tensor `host`
+  // (as large or larger): cudaMemcpy, or cudaMemcpyAsync with `async`.
+  void Copy(int device, int host, CopyDirection direction, bool async);
+  // cudaDeviceSynchronize.
+  void Sync() { steps_->push_back({ProgramStep::Kind::kSync, 0}); }
 
   // Launches kernel `name`. The first launch of a name fixes its accesses
   // and its duration: the roofline time max(flops / peak, bytes / HBM
@@ -139,6 +160,10 @@ class TensorProgramBuilder {
   // what lives only in host memory (an optimizer's fp32 state in pinned
   // buffers); `accesses` are its accesses to the program's managed tensors.
   void LaunchOnHost(const std::string& name, double bytes, std::vector<KernelAccess> accesses);
+  // The same for one host thread's code (a serial loop): `bytes` read or
+  // written, at ComputeSpec::host_thread_bytes_per_second, at least 1 us.
+  void LaunchOnHostThread(const std::string& name, double bytes,
+                          std::vector<KernelAccess> accesses);
   // Launches with a measured duration (an imported trace).
   void LaunchTimed(const std::string& name, Nanos duration_ns,
                    std::vector<KernelAccess> accesses,
@@ -167,7 +192,8 @@ class TensorProgramBuilder {
 struct ProgramFootprint {
   uint64_t parameter_bytes = 0;        // tensors of role kParameter
   uint64_t optimizer_state_bytes = 0;  // kOptimizerState
-  uint64_t data_bytes = 0;             // kData
+  uint64_t data_bytes = 0;             // kData, on the device
+  uint64_t host_bytes = 0;             // host buffers (TensorSpec::on_host)
   uint64_t peak_activation_bytes = 0;  // kActivation alive at once
   uint64_t peak_gradient_bytes = 0;    // kGradient alive at once
   uint64_t peak_workspace_bytes = 0;   // kWorkspace alive at once

@@ -52,6 +52,11 @@ absl::StatusOr<ReplayPlan> BuildReplayPlan(EventSource& program, bool keep_kerne
   while (assembler.Next()) {
     if (!assembler.is_kernel()) {
       const Event& event = assembler.event();
+      if (event.kind == EventKind::kCopy) {
+        return absl::UnimplementedError(
+            "cuda: the program copies between host and device buffers, which this backend "
+            "does not replay yet; run it on --backend=sim");
+      }
       if (event.kind == EventKind::kAlloc && event.size > 0) {
         // Whole pages: the GPU faults and migrates nothing smaller.
         const uint64_t first = PageOfAddress(event.address) * kPageSize;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/access_pace.h"
 #include "core/backend_registry.h"
+#include "core/copy_command.h"
 #include "core/kernel_assembler.h"
 #include "core/policy.h"
 
@@ -53,11 +54,13 @@ SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
       options_(options),
       device_memory_(capacity_frames),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
-      link_(device.link) {}
+      link_(device.link),
+      copies_(device_, link_) {}
 
 absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
   engine_ = &engine;
   recorder_ = recorder;
+  copies_.Bind(&engine);
   if (options_.policy_from_user) {
     // The driver's own heuristics, as the policy that models them.
     absl::StatusOr<std::unique_ptr<Policy>> heuristics = Policies().Create(options_.driver_policy);
@@ -87,6 +90,15 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
         fault_times_[assembler.event().exec_id] = {assembler.event().duration_ns,
                                                    assembler.event().time_ns};
       }
+      if (assembler.event().kind == EventKind::kCopy) {
+        if (absl::Status s = RunCopy(assembler.event()); !s.ok()) return s;
+      }
+      if (assembler.event().kind == EventKind::kSync) {
+        if (absl::Status s = WaitForCopies([&] { return copies_.AllDone(); }, "a sync");
+            !s.ok()) {
+          return s;
+        }
+      }
       program_event(assembler.event());
     } else {
       if (recorder_ != nullptr) {
@@ -104,10 +116,12 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
         if (absl::Status s = ExecuteHostKernel(assembler, program_event); !s.ok()) return s;
         continue;
       }
+      if (absl::Status s = AwaitLaunch(begin.exec_id, assembler.accesses()); !s.ok()) return s;
       if (absl::Status s = AdvanceIdle(clock_.now() + device_.kernel_launch_ns); !s.ok()) {
         return s;
       }
       engine.mutable_stats().launch_ns += device_.kernel_launch_ns;
+      if (absl::Status s = copies_.CheckNoBlankPages(device_memory_); !s.ok()) return s;
       program_event(begin);
       if (absl::Status s = g10_faults ? ExecuteKernelG10(begin.exec_id, begin.duration_ns)
                                       : ExecuteKernel(begin.exec_id, begin.duration_ns);
@@ -125,6 +139,12 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
     if (!engine.invariant_status().ok()) return engine.invariant_status();
   }
   if (!assembler.status().ok()) return assembler.status();
+  // As a process's exit waits for its device: copies still under way land.
+  if (absl::Status s = WaitUntil([&] { return copies_.AllDone(); },
+                                 "copies are under way when the program ends");
+      !s.ok()) {
+    return s;
+  }
   if (driver_ != nullptr) {
     // As the cuda backend drains CUPTI at the end: everything the driver
     // did is known before the books close.
@@ -156,6 +176,13 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
 }
 
 absl::Status SimBackend::ExecuteKernel(uint32_t exec_id, Nanos compute_ns) {
+  kernel_running_ = true;
+  const absl::Status status = ExecuteKernelAccesses(exec_id, compute_ns);
+  kernel_running_ = false;
+  return status;
+}
+
+absl::Status SimBackend::ExecuteKernelAccesses(uint32_t exec_id, Nanos compute_ns) {
   uint64_t total = 0;
   for (const AccessRange& range : ranges_) total += range.pages;
   if (total == 0) return AdvanceIdle(clock_.now() + compute_ns);
@@ -294,31 +321,113 @@ absl::Status SimBackend::ExecuteHostKernel(const KernelAssembler& kernel,
   // before it are done (they are: kernels run back to back on one stream).
   // Its pages are claimed before the engine hears of its begin, so that a
   // prefetch the policy asks for at the begin already finds them held.
-  RunStats& stats = engine_->mutable_stats();
-  ++stats.host_kernels;
-  const Nanos start = clock_.now();
+  ++engine_->mutable_stats().host_kernels;
+  std::vector<HostAccess> accesses;
   for (const Event& access : kernel.accesses()) {
-    engine_->ClaimForHost(access.address, access.size, access.access != AccessType::kRead);
+    accesses.push_back({access.address, access.size, access.access != AccessType::kRead});
   }
-  program_event(kernel.kernel_begin());
-  while (!engine_->HostClaimsSettled()) {
+  if (absl::Status s = AccessFromHost(
+          accesses, kernel.kernel_begin().duration_ns,
+          absl::StrFormat("host kernel %d", kernel.kernel_begin().exec_id),
+          [&] { program_event(kernel.kernel_begin()); });
+      !s.ok()) {
+    return s;
+  }
+  program_event(kernel.kernel_end());
+  return error_;
+}
+
+absl::Status SimBackend::AccessFromHost(absl::Span<const HostAccess> accesses, Nanos duration,
+                                        const std::string& who,
+                                        absl::FunctionRef<void()> claimed) {
+  // A write waits for the copies that still read what it overwrites (HUM
+  // write-protects a copy's source until the copy has landed).
+  const auto protected_write = [&] {
+    return std::any_of(accesses.begin(), accesses.end(), [&](const HostAccess& access) {
+      return access.write && copies_.Protects(access.address, access.size);
+    });
+  };
+  if (absl::Status s = WaitForCopies([&] { return !protected_write(); },
+                                     who + " writes the source of a copy");
+      !s.ok()) {
+    return s;
+  }
+  RunStats& stats = engine_->mutable_stats();
+  const Nanos start = clock_.now();
+  for (const HostAccess& access : accesses) {
+    engine_->ClaimForHost(access.address, access.size, access.write);
+  }
+  claimed();
+  if (absl::Status s = WaitUntil([&] { return engine_->HostClaimsSettled(); },
+                                 absl::StrFormat("in %s: its pages are on the device and "
+                                                 "nothing moves them",
+                                                 who));
+      !s.ok()) {
+    return s;
+  }
+  stats.host_wait_ns += clock_.now() - start;
+  if (absl::Status s = AdvanceIdle(clock_.now() + duration); !s.ok()) return s;
+  engine_->ReleaseHostClaims();
+  return error_;
+}
+
+absl::Status SimBackend::RunCopy(const Event& event) {
+  if (options_.g10_faults() || driver_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "sim: the program copies between host and device buffers, which the sim models only "
+        "with the default faults=batched and the policy in the driver (not faults=g10 or "
+        "policy_from=user)");
+  }
+  absl::StatusOr<CopyCommand> copy = CopyOf(event);  // the assembler checked it
+  if (!copy.ok()) return copy.status();
+  RunStats& stats = engine_->mutable_stats();
+  const CopyId id = stats.copies++;
+  const CopyMode mode = engine_->policy().HowToCopy(*copy);
+  if (mode == CopyMode::kHostAccess) {
+    // As unified memory runs the program: the host writes the destination
+    // (or reads the source) in place, at once.
+    const HostAccess access{copy->device_address, copy->size, copy->to_device()};
+    return AccessFromHost({&access, 1}, 0, absl::StrFormat("copy %d", id), [] {});
+  }
+  if (absl::Status s = copies_.Issue(id, *copy, mode, clock_.now()); !s.ok()) return s;
+  return WaitForCopies([&] { return !copies_.HoldsHost(); }, absl::StrFormat("copy %d", id));
+}
+
+absl::Status SimBackend::AwaitLaunch(uint32_t exec_id, absl::Span<const Event> accesses) {
+  bool early = false;
+  if (absl::Status s = WaitForCopies(
+          [&] {
+            absl::StatusOr<bool> may = copies_.MayLaunch(exec_id, accesses, early);
+            if (!may.ok() && error_.ok()) error_ = may.status();
+            return !may.ok() || *may;
+          },
+          absl::StrFormat("kernel %d waits for the copies before it", exec_id));
+      !s.ok()) {
+    return s;
+  }
+  if (early) ++engine_->mutable_stats().early_launches;
+  copies_.NoteKernelLaunched();
+  return error_;
+}
+
+absl::Status SimBackend::WaitForCopies(absl::FunctionRef<bool()> done, const std::string& what) {
+  const Nanos start = clock_.now();
+  absl::Status status = WaitUntil(done, what + ", and the copies do not move");
+  engine_->mutable_stats().copy_wait_ns += clock_.now() - start;
+  return status;
+}
+
+absl::Status SimBackend::WaitUntil(absl::FunctionRef<bool()> done, const std::string& what) {
+  while (!done()) {
+    if (!error_.ok()) return error_;
     if (!engine_->health().ok()) return engine_->health();
     const Nanos next = NextSystemEventTime();
     if (next == kNever) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "deadlock in host kernel %d: its pages are on the device and nothing moves them",
-          kernel.kernel_begin().exec_id));
+      return absl::FailedPreconditionError(absl::StrFormat("deadlock %s", what));
     }
     ProcessSystemEventAtOrBefore(next);
-    if (!error_.ok()) return error_;
   }
   if (!engine_->health().ok()) return engine_->health();
-  stats.host_wait_ns += clock_.now() - start;
-  if (absl::Status s = AdvanceIdle(clock_.now() + kernel.kernel_begin().duration_ns); !s.ok()) {
-    return s;
-  }
-  engine_->ReleaseHostClaims();
-  program_event(kernel.kernel_end());
   return error_;
 }
 
@@ -567,6 +676,7 @@ Nanos SimBackend::NextSystemEventTime() const {
   if (!replays_.empty()) next = std::min(next, replays_.top().time);
   if (service_requested_) next = std::min(next, std::max(clock_.now(), service_time_));
   if (!records_.empty()) next = std::min(next, DeliveryTimeFor(records_.front().time));
+  next = std::min(next, copies_.NextEventTime());
   return next;
 }
 
@@ -684,6 +794,15 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
             last_landing_.erase(last);
           }
         }
+        // The referee of the blank-page race: while a kernel runs, nothing
+        // maps a page that a hidden copy has yet to land.
+        if (kernel_running_ && error_.ok() &&
+            (pages & engine_->AwaitingCopy(transfer.block)).any()) {
+          error_ = absl::InternalError(absl::StrFormat(
+              "blank page: a transfer maps pages of block %#x that a hidden copy has yet to "
+              "land, while a kernel runs",
+              transfer.block * kBlockSize));
+        }
         absl::Status mapped = device_memory_.Map(transfer.block, pages, pages & ~transfer.copy);
         if (!mapped.ok() && error_.ok()) error_ = mapped;
         if (!waiting_.empty()) NoteLanded(transfer.block);
@@ -726,6 +845,10 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
         IssueNextCall();
       }
     }
+    if (absl::Status s = copies_.OnTransfersComplete(completed_scratch_, clock_.now());
+        !s.ok() && error_.ok()) {
+      error_ = s;
+    }
     if (!waiting_for_room_.empty() && !completed_scratch_.empty()) {
       std::deque<Transfer> waiting;
       waiting.swap(waiting_for_room_);
@@ -742,6 +865,12 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
   if (service_requested_ && service_time_ <= clock_.now()) {
     service_requested_ = false;
     FaultServer().ServiceFaults();
+    return true;
+  }
+  if (copies_.NextEventTime() <= clock_.now()) {
+    if (absl::Status s = copies_.ProcessStagingAt(clock_.now()); !s.ok() && error_.ok()) {
+      error_ = s;
+    }
     return true;
   }
   if (!records_.empty() && DeliveryTimeFor(records_.front().time) <= clock_.now()) {

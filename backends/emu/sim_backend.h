@@ -51,6 +51,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "backends/emu/copy_stream.h"
 #include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -253,6 +254,8 @@ class SimBackend final : public Backend {
   };
 
   absl::Status ExecuteKernel(uint32_t exec_id, Nanos compute_ns);
+  // ExecuteKernel's work, with kernel_running_ set around it.
+  absl::Status ExecuteKernelAccesses(uint32_t exec_id, Nanos compute_ns);
   // The G10 fault model's kernel (SimOptions::FaultModel::kG10).
   absl::Status ExecuteKernelG10(uint32_t exec_id, Nanos compute_ns);
   // G10 model: raises a fault for each page of the kernel's ranges that is
@@ -303,6 +306,29 @@ class SimBackend final : public Backend {
   // to the engines.
   absl::Status ExecuteHostKernel(const KernelAssembler& kernel,
                                  absl::FunctionRef<void(const Event&)> program_event);
+  // The host touches [address, address+size) of memory.
+  struct HostAccess {
+    uint64_t address;
+    uint64_t size;
+    bool write;
+  };
+  // The host's accesses to memory, for `duration` of CPU time: writes wait
+  // for the copies whose sources they overwrite; the managed pages among
+  // them leave the device first (Engine::ClaimForHost), and `claimed`
+  // runs once they are claimed, before the wait for them (a host kernel
+  // passes its begin to the engines there). `who` names it in errors.
+  absl::Status AccessFromHost(absl::Span<const HostAccess> accesses, Nanos duration,
+                              const std::string& who, absl::FunctionRef<void()> claimed);
+  // The program issues a copy (kCopy): run as the policy says, the host
+  // waiting for it if it is synchronous.
+  absl::Status RunCopy(const Event& event);
+  // Kernel `exec_id` waits for the copies before it (CopyStream::MayLaunch).
+  absl::Status AwaitLaunch(uint32_t exec_id, absl::Span<const Event> accesses);
+  // Processes system events until done() holds (a deadlock, named by
+  // `what`, if nothing is left to happen first). WaitForCopies counts the
+  // time in copy_wait_ns.
+  absl::Status WaitUntil(absl::FunctionRef<bool()> done, const std::string& what);
+  absl::Status WaitForCopies(absl::FunctionRef<bool()> done, const std::string& what);
   // Hands a transfer to the link (user mode: the device first makes room
   // for an arriving block).
   void Submit(const Transfer& transfer);
@@ -343,6 +369,11 @@ class SimBackend final : public Backend {
   DeviceMemory device_memory_;
   FaultBuffer fault_buffer_;
   PcieLink link_;
+  // The program's DMA and hidden copies, on the stream they share with its
+  // kernels.
+  CopyStream copies_;
+  // A device kernel's accesses are running (the blank-page check).
+  bool kernel_running_ = false;
   TransferListener* listener_ = nullptr;
   Engine* engine_ = nullptr;
   EventSink* recorder_ = nullptr;

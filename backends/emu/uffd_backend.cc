@@ -366,6 +366,10 @@ absl::Status UffdBackend::Execute(EventSource& program) {
         ForWholePages(event.address, event.size,
                       [&](uint64_t device_page) { verifier_.MarkGarbage(device_page); });
         break;
+      case EventKind::kCopy:
+        return absl::UnimplementedError(
+            "uffd: the program copies between host and device buffers, which this backend "
+            "does not run yet; run it on --backend=sim");
       default:
         break;
     }

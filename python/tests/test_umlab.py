@@ -98,7 +98,8 @@ def test_read_trace_decodes_a_recording(tmp_path):
 
     events, faults, migrations = decoded["events"], decoded["faults"], decoded["migrations"]
     assert events.dtype.names == ("kind", "access", "cause", "exec_id", "sm", "address", "size",
-                                  "iteration", "duration_ns", "time_ns", "rereads")
+                                  "iteration", "duration_ns", "time_ns", "rereads",
+                                  "host_address")
     kinds = {name: code for code, name in umlab.EVENT_KINDS.items()}
     assert kinds["fault"] == 16 and kinds["migrate"] == 17
     assert np.count_nonzero(events["kind"] == kinds["iteration"]) == recorded["iterations"]

@@ -73,6 +73,7 @@ absl::StatusOr<std::optional<int>> CoherenceDirectory::Unlock(int device, BlockN
 
 int CoherenceDirectory::NewestCopyHolder(const BlockDescriptor& descriptor, int page) {
   if (std::optional<int> writer = descriptor.WriterOf(page)) return *writer;
+  if (descriptor.host_current.test(page)) return kHost;
   for (int device = 0; device < static_cast<int>(descriptor.read_masks.size()); ++device) {
     if (descriptor.read_masks[device].test(page)) return device;
   }

@@ -32,11 +32,16 @@
 //
 //  - Page owners (step 7: "the nodes where the faulted pages are
 //    resident"). The newest copy of a page is at its writer if it has one.
+//    Otherwise, if the host's UM space holds the newest data (the page was
+//    never written, or written back since), the host serves it: its node
+//    is one where the page is resident, and its copy crosses one link where
+//    a device's crosses two (out of that device, into the faulting one).
 //    Otherwise every device that maps it holds the newest data (see the
 //    boundary rule above; a reader's copy goes stale only while a writer
-//    exists), and the lowest-numbered one serves it; if none maps it, the
-//    host does: when the last copy of a page leaves the devices, the
-//    eviction rule below writes it back first if the host's is older.
+//    exists), and the lowest-numbered one serves it. A page no device maps
+//    is always current at the host: when the last copy of a page leaves
+//    the devices, the eviction rule below writes it back first if the
+//    host's is older.
 //  - A write fault from a device that already maps the page for reading,
 //    with no writer elsewhere, copies nothing: its copy is the newest, and
 //    only the protection changes. With a writer elsewhere it fetches from

@@ -696,7 +696,7 @@ const std::vector<Command>& Commands() {
        std::vector<OptionSpec>{
            {"app", "NAME[:K=V]", "grid program, with parameters (gemm:scale=0.1); default: all of "
             "them", "", true},
-           {"scale", "X", "fraction of each program's thesis size (Table 7.10), in (0, 1]"},
+           {"scale", "X", "fraction of each program's thesis size (Table 7.10), in (0, 1]", ""},
            {"devices", "LIST", "device counts, 1 to 32", "1,2,4,8,16,32"},
            {"schemes", "LIST", "none, sp, dp, sp-dp", "none,sp,sp-dp"},
            {"correlation", "SPEC", "dynamic prefetching's correlation policy",
@@ -711,7 +711,7 @@ const std::vector<Command>& Commands() {
             "EDR: 12.5)", "12.5"},
            {"network-latency-us", "X", "one network message or transfer's latency (an "
             "assumption)", "1"},
-           {"check-invariants", "", "check the coherence invariants after every step (slow)"},
+           {"check-invariants", "", "check the coherence invariants after every step (slow)", ""},
            FormatOption(ClusterFormats()),
            JobsOption()},
        SnurhacCommand},

@@ -262,6 +262,9 @@ TEST(SnurhacClusterTest, TheAuditHoldsUnderEveryPrefetcherAndMemoryPressure) {
   EXPECT_GT(first->total.evictions, 0u);
   EXPECT_GT(first->total.peer_fetch_bytes, 0u);  // halos from the neighbours
   EXPECT_GT(first->total.static_prefetch_bytes, 0u);
+  // Evicted pages fault again in the order they did before: the
+  // correlation table has something to predict.
+  EXPECT_GT(first->total.policy_prefetch_bytes, 0u);
   absl::StatusOr<ClusterResult> second = RunCluster(program, config, correlation);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(first->time_ns, second->time_ns);

@@ -369,8 +369,11 @@ class World {
     absl::StatusOr<LockReply> reply = directory_.RequestLock(device, BlockOfSlot(slot));
     if (!reply.ok()) return reply.status();
     if (*reply == LockReply::kQueued) ++coverage.queued_for_lock;
-    pending_[device] = Pending{slot, write,
-                               *reply == LockReply::kGranted ? Stage::kHoldsLock : Stage::kWaitingForLock, {}};
+    Pending pending;
+    pending.slot = slot;
+    pending.write = write;
+    pending.stage = *reply == LockReply::kGranted ? Stage::kHoldsLock : Stage::kWaitingForLock;
+    pending_[device] = pending;
     return absl::OkStatus();
   }
 

@@ -43,7 +43,6 @@ struct PageRun {
 // One of a device's SMs (or warps), taking pages from the share's cursor.
 struct Issuer {
   bool retry = false;  // stalled on `page`: retry it when woken
-  bool done = false;
   PageNumber page = 0;
   bool write = false;
 };

@@ -195,8 +195,8 @@ void ClusterRun::StartShare(Device& d, const GridKernel& kernel, const GridShare
       static_cast<Nanos>(std::llround(static_cast<double>(kernel.compute_ns) * fraction));
   // The launch command reaches nodes other than the host node over the
   // network (§6.1: the host node's runtime sends it).
-  const Nanos start =
-      now_ + config_.device.kernel_launch_ns + (d.node == 0 ? 0 : config_.network.latency_ns);
+  const Nanos arrival = now_ + (d.node == 0 ? 0 : config_.network.latency_ns);
+  const Nanos start = arrival + config_.device.kernel_launch_ns;
   d.share_start = now_;
   d.running = true;
   if (share.empty()) {
@@ -217,7 +217,8 @@ void ClusterRun::StartShare(Device& d, const GridKernel& kernel, const GridShare
   }
   if (!config_.static_prefetch) return;
   // §6.5.1: the runtime's prefetch commands for this device's share, from
-  // MAPA's ranges, in the accesses' order.
+  // MAPA's ranges, in the accesses' order, issued once the launch reaches
+  // the device's node.
   for (const GridAccess& access : kernel.accesses) {
     std::optional<std::vector<ByteRange>> ranges = EstimatedBytes(program_, kernel, access, share);
     if (!ranges.has_value()) continue;
@@ -236,7 +237,7 @@ void ClusterRun::StartShare(Device& d, const GridKernel& kernel, const GridShare
       }
     }
   }
-  PumpPrefetches(d);
+  At(arrival, [this, &d] { PumpPrefetches(d); });
 }
 
 bool ClusterRun::NextPage(Device& d, Issuer& issuer) {
@@ -254,7 +255,6 @@ void ClusterRun::StepIssuer(const Ready& ready) {
   Device& d = *devices_[ready.device];
   Issuer& issuer = d.issuers[ready.issuer];
   if (!issuer.retry && !NextPage(d, issuer)) {
-    issuer.done = true;
     if (--d.issuers_active == 0) {
       const Nanos end = CeilNanos(ready.time);
       At(end, [this, &d] { ShareDone(d, now_); });

@@ -55,6 +55,8 @@ class ClusterRun final : private DeviceMappings {
   }
 
   // --- The event loop ---
+  // An action due at `time`; actions due at once run in the order they
+  // were scheduled.
   struct Timer {
     Nanos time;
     uint64_t sequence;
@@ -63,6 +65,7 @@ class ClusterRun final : private DeviceMappings {
       return time != other.time ? time > other.time : sequence > other.sequence;
     }
   };
+  // An issuer ready to take its next page at `time`.
   struct Ready {
     Picos time;
     int device;
@@ -189,6 +192,7 @@ class ClusterRun final : private DeviceMappings {
   absl::Status error_;
   ClusterResult result_;
 };
+
 }  // namespace umlab::snurhac::internal
 
 #endif  // UMLAB_EMU_SNURHAC_CLUSTER_RUN_H_

@@ -7,15 +7,19 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/arguments.h"
 #include "cli/runner/experiment.h"
+#include "cli/runner/cluster_study.h"
 #include "cli/runner/progress.h"
 #include "cli/import_g10.h"
 #include "cli/output_format.h"
 #include "cli/report.h"
 #include "cli/regress.h"
 #include "cli/run_defaults.h"
+#include "cli/snurhac_report.h"
 #include "cli/spec_check.h"
 #include "cli/sweep.h"
 #include "cli/sweep_merge.h"
@@ -28,6 +32,8 @@
 #include "core/backend_registry.h"
 #include "emu/device_presets.h"
 #include "emu/g10_config.h"
+#include "emu/snurhac/cluster_config.h"
+#include "workloads/grid_workload.h"
 #include "workloads/workload.h"
 
 namespace umlab::cli {
@@ -434,6 +440,83 @@ std::optional<Failure> DevicesCommand(const Context& ctx) {
   return std::nullopt;
 }
 
+// `umlab snurhac`: SnuRHAC's cluster runs, a row per program, scheme and
+// device count.
+std::optional<Failure> SnurhacCommand(const Context& ctx) {
+  absl::StatusOr<DeviceConfig> device = ResolveDevice(ctx.args, kDefaultDevice);
+  if (!device.ok()) return Usage(device.status());
+  absl::StatusOr<const OutputFormat<std::vector<ClusterCaseResult>>*> format =
+      FindFormat(ClusterFormats(), ctx.args.GetOr("format", ClusterFormats().front().name));
+  if (!format.ok()) return Usage(format.status());
+  snurhac::ClusterConfig config;
+  config.device = *device;
+  config.check_invariants = ctx.args.Has("check-invariants");
+  absl::StatusOr<uint64_t> capacity = ParseByteSize(ctx.args.GetOr("capacity", "32GiB"));
+  if (!capacity.ok() || *capacity < kBlockSize) {
+    return Usage(absl::InvalidArgumentError("--capacity takes a size of at least 2MiB, such as 32GiB"));
+  }
+  config.capacity_frames = *capacity / kBlockSize;
+  double gbps = 0, latency_us = 0;
+  if (!absl::SimpleAtoi(ctx.args.GetOr("devices-per-node", "4"), &config.devices_per_node) ||
+      config.devices_per_node < 1 ||
+      !absl::SimpleAtod(ctx.args.GetOr("network-gbps", "12.5"), &gbps) || gbps <= 0 ||
+      !absl::SimpleAtod(ctx.args.GetOr("network-latency-us", "1"), &latency_us) ||
+      latency_us < 0) {
+    return Usage(absl::InvalidArgumentError(
+        "--devices-per-node takes a whole number >= 1, --network-gbps a rate > 0 in GB/s, "
+        "--network-latency-us a time >= 0"));
+  }
+  config.network.bytes_per_second = gbps * 1e9;
+  config.network.latency_ns = static_cast<Nanos>(latency_us * 1000);
+  std::vector<int> device_counts;
+  for (absl::string_view item : absl::StrSplit(ctx.args.GetOr("devices", "1,2,4,8,16,32"), ',')) {
+    int count = 0;
+    if (!absl::SimpleAtoi(item, &count) || count < 1 || count > snurhac::kMaxClusterDevices) {
+      return Usage(absl::InvalidArgumentError(absl::StrFormat(
+          "--devices takes counts from 1 to %d, such as 1,2,4; not '%s'",
+          snurhac::kMaxClusterDevices, item)));
+    }
+    device_counts.push_back(count);
+  }
+  std::vector<SnurhacScheme> schemes;
+  for (absl::string_view item : absl::StrSplit(ctx.args.GetOr("schemes", "none,sp,sp-dp"), ',')) {
+    absl::StatusOr<SnurhacScheme> scheme = ParseSnurhacScheme(std::string(item));
+    if (!scheme.ok()) return Usage(scheme.status());
+    schemes.push_back(*scheme);
+  }
+  absl::StatusOr<int> jobs = ParseJobs(ctx.args.GetOr("jobs", "0"));
+  if (!jobs.ok()) return Usage(jobs.status());
+  std::vector<std::string> apps = ctx.args.GetAll("app");
+  if (apps.empty()) {
+    for (const GridWorkloadRegistry::Entry* entry : GridWorkloads().Entries()) {
+      apps.push_back(entry->name);
+    }
+  }
+  const std::optional<std::string> scale = ctx.args.Get("scale");
+  const std::string correlation = ctx.args.GetOr("correlation", "snurhac-correlation");
+  if (absl::StatusOr<std::unique_ptr<Policy>> probe = Policies().Create(correlation); !probe.ok()) {
+    return Usage(probe.status());
+  }
+  std::vector<ClusterCase> cases;
+  for (std::string app : apps) {
+    if (scale.has_value()) absl::StrAppend(&app, absl::StrContains(app, ':') ? "," : ":", "scale=", *scale);
+    absl::StatusOr<std::shared_ptr<const GridProgram>> program = MakeGridProgram(app, device->compute);
+    if (!program.ok()) return Usage(program.status());
+    for (SnurhacScheme scheme : schemes) {
+      for (int count : device_counts) {
+        cases.push_back(ClusterCase{*program, count, scheme, correlation, config});
+      }
+    }
+  }
+  std::vector<ClusterCaseResult> results;
+  for (absl::StatusOr<ClusterCaseResult>& result : RunClusterCases(cases, *jobs)) {
+    if (!result.ok()) return RunFailed(result.status());
+    results.push_back(*std::move(result));
+  }
+  ctx.out << (*format)->render(results);
+  return std::nullopt;
+}
+
 // `sweep` and `merge`: one positional argument, an outcome to pass on.
 Handler SweepHandler(const std::string& usage,
                      std::function<SweepOutcome(const Context&, const std::string&)> body) {
@@ -603,6 +686,35 @@ const std::vector<Command>& Commands() {
                                        .umlab = ctx.args.GetOr("umlab", "")},
                                       ctx.out);
                     })},
+      {"snurhac", "[--app=NAME[:K=V]]... [options]",
+       "run grid programs on 1 to 32 devices under SnuRHAC (DeepUM thesis ch. 6)",
+       "Splits each kernel's grid over the devices, keeps their memory coherent with "
+       "SnuRHAC's directory protocol and prefetches by the chosen schemes (none, sp: static "
+       "prefetching from MAPA's affine ranges, dp: dynamic prefetching, adjacent pages and "
+       "page-level correlation, sp-dp: both), on the cluster sim (docs/snurhac.md). Prints a "
+       "row per program, scheme and device count.",
+       std::vector<OptionSpec>{
+           {"app", "NAME[:K=V]", "grid program, with parameters (gemm:scale=0.1); default: all of "
+            "them", "", true},
+           {"scale", "X", "fraction of each program's thesis size (Table 7.10), in (0, 1]", ""},
+           {"devices", "LIST", "device counts, 1 to 32", "1,2,4,8,16,32"},
+           {"schemes", "LIST", "none, sp, dp, sp-dp", "none,sp,sp-dp"},
+           {"correlation", "SPEC", "dynamic prefetching's correlation policy",
+            "snurhac-correlation"},
+           {"device", "PRESET", "every device's preset (Table 7.9: V100 on PCIe 3)",
+            kDefaultDevice},
+           {"device-param", "K=V", "override a preset value", "", true},
+           {"capacity", "SIZE", "each device's memory (Table 7.9: 32 GB)", "32GiB"},
+           {"devices-per-node", "N", "devices sharing a node's memory and network port "
+            "(Table 7.9: 4)", "4"},
+           {"network-gbps", "X", "each node's network port, GB/s per direction (InfiniBand "
+            "EDR: 12.5)", "12.5"},
+           {"network-latency-us", "X", "one network message or transfer's latency (an "
+            "assumption)", "1"},
+           {"check-invariants", "", "check the coherence invariants after every step (slow)", ""},
+           FormatOption(ClusterFormats()),
+           JobsOption()},
+       SnurhacCommand},
       {"merge", "DIR", "merge a sweep's results into DIR/merged.json and DIR/merged.csv",
        "merged.json is the compare contract with each case's name and grid coordinates, "
        "plus the failed cases (with their errors) and the missing ones; merged.csv has a "

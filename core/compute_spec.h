@@ -3,6 +3,11 @@
 #ifndef UMLAB_CORE_COMPUTE_SPEC_H_
 #define UMLAB_CORE_COMPUTE_SPEC_H_
 
+#include <algorithm>
+#include <cmath>
+
+#include "core/memory_units.h"
+
 namespace umlab {
 
 struct ComputeSpec {
@@ -22,6 +27,18 @@ struct ComputeSpec {
   // read and written, so 17.04 GB/s touched.
   double host_thread_bytes_per_second = 17.04e9;
 };
+
+// A kernel's compute time on `spec` by the roofline: its FLOPs at the peak
+// rate (tensor-core or fp32) or its device-memory bytes at the memory
+// bandwidth, whichever takes longer, and never under a microsecond (the
+// floor workloads/tensor_program.h's builder has always given kernels).
+inline Nanos RooflineNanos(const ComputeSpec& spec, double flops, double bytes,
+                           bool tensor_cores = false) {
+  const double peak = tensor_cores ? spec.peak_flops_tensor : spec.peak_flops_fp32;
+  const double seconds = std::max(flops / peak, bytes / spec.memory_bytes_per_second);
+  const double nanos = std::ceil(seconds * 1e9);
+  return nanos < 1000.0 ? 1000 : static_cast<Nanos>(nanos);
+}
 
 }  // namespace umlab
 

@@ -258,5 +258,35 @@ TEST(CliTest, ListingsNameTheirEntries) {
   EXPECT_THAT(describe.out, HasSubstr("footprint"));
 }
 
+// `umlab snurhac`: a row per program, scheme and device count, the same for
+// any --jobs, and one-line usage errors.
+TEST(CliTest, SnurhacRunsGridProgramsOnSeveralDevices) {
+  const std::vector<std::string> args = {"snurhac", "--app=gemm:scale=0.001", "--app=tpacf",
+                                         "--scale=0.001", "--devices=1,2,8",
+                                         "--schemes=none,sp-dp", "--format=json"};
+  std::vector<std::string> one_job = args;
+  one_job.push_back("--jobs=1");
+  const Outcome first = Umlab(one_job);
+  ASSERT_EQ(first.code, kExitOk) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("\"scheme\": \"SnuRHAC-SP-DP\""));
+  EXPECT_THAT(first.out, HasSubstr("\"devices\": 8"));
+  EXPECT_THAT(first.out, HasSubstr("\"per_device\""));
+  std::vector<std::string> two_jobs = args;
+  two_jobs.push_back("--jobs=2");
+  EXPECT_EQ(Umlab(two_jobs).out, first.out);
+  const Outcome table = Umlab({"snurhac", "--app=gemm", "--scale=0.001", "--devices=1,2"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("vs 1 gpu"));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"snurhac", "--devices=33"},
+        std::vector<std::string>{"snurhac", "--schemes=fast"},
+        std::vector<std::string>{"snurhac", "--app=nope"},
+        std::vector<std::string>{"snurhac", "--correlation=nope"}}) {
+    const Outcome outcome = Umlab(bad);
+    EXPECT_EQ(outcome.code, kExitUsage) << bad[1];
+    EXPECT_TRUE(IsOneLine(outcome.err)) << outcome.err;
+  }
+}
+
 }  // namespace
 }  // namespace umlab::cli

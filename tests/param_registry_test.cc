@@ -9,6 +9,7 @@
 #include "emu/device_presets.h"
 #include "emu/g10_config.h"
 #include "gtest/gtest.h"
+#include "workloads/grid_workload.h"
 #include "workloads/workload.h"
 
 namespace umlab {
@@ -128,6 +129,10 @@ TEST(RegistryRangesTest, EveryRegisteredDefaultLiesInItsRange) {
   }
   for (const auto* entry : Workloads().Entries()) {
     ExpectDefaultsValid("workload " + entry->name, entry->params);
+    ++checked;
+  }
+  for (const auto* entry : GridWorkloads().Entries()) {
+    ExpectDefaultsValid("grid program " + entry->name, entry->params);
     ++checked;
   }
   for (const auto* entry : Backends().Entries()) {

@@ -88,10 +88,25 @@ TEST(CoherenceDirectoryTest, ReadFaultFetchesFromTheWriterAndLeavesItWriting) {
   EXPECT_EQ(directory.NewestCopyHolder(FirstPageOfBlock(kBlock) + 7), 0);
 }
 
-TEST(CoherenceDirectoryTest, UnwrittenPageIsServedByTheLowestNumberedReader) {
+// The host's UM space still holds an unwritten page's data: one link away,
+// where a reader's copy is two.
+TEST(CoherenceDirectoryTest, UnwrittenPageIsServedByTheHostEvenWithReaders) {
   CoherenceDirectory directory(3);
   Read(directory, 2, 1);
   Read(directory, 1, 1);
+  const FaultPlan plan = Read(directory, 0, 1);
+  EXPECT_EQ(plan.fetches, (std::vector<Fetch>{{kHost, Pages({1})}}));
+}
+
+// A page written in an earlier kernel whose writer became a reader (the
+// read-only flag): the host's copy is old, the readers' are the newest.
+TEST(CoherenceDirectoryTest, PageNewerThanTheHostsIsServedByTheLowestNumberedReader) {
+  CoherenceDirectory directory(3);
+  Write(directory, 2, 1);
+  Read(directory, 1, 1);
+  ASSERT_TRUE(directory.EndKernel().ok());  // device 1's stale copy is unmapped
+  Read(directory, 1, 1);
+  ASSERT_TRUE(directory.SetReadOnly(kBlock, true).ok());  // device 2 is a reader now
   const FaultPlan plan = Read(directory, 0, 1);
   EXPECT_EQ(plan.fetches, (std::vector<Fetch>{{1, Pages({1})}}));
 }
@@ -117,7 +132,7 @@ TEST(CoherenceDirectoryTest, WriteFaultLeavesReadersMapped) {
   Read(directory, 1, 2);
   const FaultPlan plan = Write(directory, 2, 2);
   EXPECT_TRUE(plan.downgrades.empty());
-  EXPECT_EQ(plan.fetches, (std::vector<Fetch>{{0, Pages({2})}}));
+  EXPECT_EQ(plan.fetches, (std::vector<Fetch>{{kHost, Pages({2})}}));
   EXPECT_EQ(Descriptor(directory).read_masks[0], Pages({2}));
   EXPECT_EQ(Descriptor(directory).read_masks[1], Pages({2}));
 }

@@ -15,7 +15,12 @@
 //             and replays the access (steps 8 to 12);
 //   end       every device has finished the kernel: the directory's unmaps
 //             are carried out, and the next kernel's launch sets each
-//             block's read-only flag, or not.
+//             block's read-only flag, or not;
+//   evict     (in scenarios with evictions) a device gives up a page it
+//             maps: it asks for the block's lock, the directory resolves
+//             the eviction, and completing it writes the page back to the
+//             host if the rule says so, unmaps it and the readers the plan
+//             names, and unlocks.
 //
 // Between resolve and complete the previous writer may still write: its
 // downgrade happens at the copy. After every step the checker asserts:
@@ -28,7 +33,9 @@
 //    until it ends, no longer), and a fault is always served the newest
 //    version;
 //  - no data is lost: the newest version of every page is held somewhere,
-//    at the place the directory would fetch it from;
+//    at the place the directory would fetch it from (the host holds the
+//    version last written back), and a page the directory says is current
+//    at the host is;
 //  - at each kernel end, a page mapped for writing is mapped nowhere else,
 //    and every mapped copy is the newest;
 //  - the locks agree with the faults waiting for them, and some fault can
@@ -62,13 +69,15 @@ enum class Mapping : uint8_t { kNone, kRead, kWrite };
 struct Scenario {
   int devices = 3;
   std::vector<PageNumber> pages;
-  // Faults, writes and kernel ends in one run; reads that hit and the
-  // protocol's own steps are free.
+  // Faults, writes, evictions and kernel ends in one run; reads that hit
+  // and the protocol's own steps are free.
   int max_operations = 6;
+  // Devices may evict the pages they map.
+  bool evictions = false;
 };
 
 struct Step {
-  enum class Kind : uint8_t { kAccess, kResolve, kComplete, kEndKernel };
+  enum class Kind : uint8_t { kAccess, kResolve, kComplete, kEndKernel, kEvict };
   Kind kind = Kind::kAccess;
   int device = 0;
   int slot = 0;  // the page, as an index into Scenario::pages
@@ -87,6 +96,8 @@ struct Step {
         return absl::StrFormat("d%d completes", device);
       case Kind::kEndKernel:
         return absl::StrFormat("kernel ends (read-only blocks %#x)", read_only_blocks);
+      case Kind::kEvict:
+        return absl::StrFormat("d%d evicts p%d", device, slot);
     }
     return "?";
   }
@@ -105,6 +116,10 @@ struct Coverage {
   uint64_t kernel_ends = 0;
   uint64_t kernel_end_unmaps = 0;
   uint64_t read_only_downgrades = 0;
+  uint64_t evictions = 0;
+  uint64_t write_backs = 0;
+  uint64_t dropped_copies = 0;
+  uint64_t stale_reader_unmaps = 0;
 };
 
 class World {
@@ -115,6 +130,7 @@ class World {
         mapping_(scenario.devices, std::vector<Mapping>(scenario.pages.size(), Mapping::kNone)),
         copy_(scenario.devices, std::vector<uint32_t>(scenario.pages.size(), 0)),
         latest_(scenario.pages.size(), 0),
+        host_version_(scenario.pages.size(), 0),
         at_kernel_start_(scenario.pages.size(), 0),
         pending_(scenario.devices) {
     for (PageNumber page : scenario.pages) {
@@ -142,6 +158,9 @@ class World {
       for (int slot = 0; slot < slots(); ++slot) {
         steps.push_back({Step::Kind::kAccess, device, slot, false});
         if (!read_only_[block_of_slot_[slot]]) steps.push_back({Step::Kind::kAccess, device, slot, true});
+        if (scenario_.evictions && mapping_[device][slot] != Mapping::kNone) {
+          steps.push_back({Step::Kind::kEvict, device, slot});
+        }
       }
     }
     if (!any_pending && operations_ < scenario_.max_operations) {
@@ -167,6 +186,9 @@ class World {
       case Step::Kind::kEndKernel:
         ++operations_;
         return EndKernel(step.read_only_blocks, coverage);
+      case Step::Kind::kEvict:
+        ++operations_;
+        return RequestEviction(step.device, step.slot);
     }
     return absl::InternalError("unknown step");
   }
@@ -201,9 +223,14 @@ class World {
           }
         }
         if (write_bits > 1) return Violation("%d devices hold p%d's write bit", write_bits, slot);
+        if (!InFlight(block) && descriptor->host_current.test(page) &&
+            host_version_[slot] != latest_[slot]) {
+          return Violation("the directory says the host holds p%d's newest data; it holds version %d of %d",
+                           slot, host_version_[slot], latest_[slot]);
+        }
       }
 
-      bool held = latest_[slot] == 0;  // version 0 is the host's
+      bool held = host_version_[slot] == latest_[slot];
       for (int device = 0; device < devices(); ++device) {
         held |= mapping_[device][slot] != Mapping::kNone && copy_[device][slot] == latest_[slot];
       }
@@ -225,7 +252,7 @@ class World {
   std::string Key() const {
     std::string key = absl::StrCat(operations_, "|");
     for (int slot = 0; slot < slots(); ++slot) {
-      absl::StrAppend(&key, latest_[slot], ",", at_kernel_start_[slot], ";");
+      absl::StrAppend(&key, latest_[slot], ",", at_kernel_start_[slot], ",", host_version_[slot], ";");
       for (int device = 0; device < devices(); ++device) {
         absl::StrAppend(&key, static_cast<int>(mapping_[device][slot]), copy_[device][slot], ",");
       }
@@ -235,7 +262,9 @@ class World {
         key += "-";
         continue;
       }
-      absl::StrAppend(&key, "[", pending->slot, pending->write, static_cast<int>(pending->stage));
+      absl::StrAppend(&key, "[", pending->slot, pending->write, pending->evict, static_cast<int>(pending->stage));
+      absl::StrAppend(&key, "e", Bits(pending->eviction.unmap), Bits(pending->eviction.write_back));
+      for (const Unmap& unmap : pending->eviction.unmaps) absl::StrAppend(&key, "u", unmap.device, Bits(unmap.pages));
       for (const Downgrade& downgrade : pending->plan.downgrades) {
         absl::StrAppend(&key, "g", downgrade.device, Bits(downgrade.pages));
       }
@@ -249,7 +278,7 @@ class World {
       for (int device = 0; device < devices(); ++device) {
         absl::StrAppend(&key, Bits(descriptor->read_masks[device]), Bits(descriptor->write_masks[device]));
       }
-      absl::StrAppend(&key, "L", descriptor->lock_holder.value_or(-1), "Q",
+      absl::StrAppend(&key, "H", Bits(descriptor->host_current), "L", descriptor->lock_holder.value_or(-1), "Q",
                       absl::StrJoin(descriptor->lock_waitlist, ","), "R", descriptor->read_only);
     }
     return key;
@@ -262,6 +291,9 @@ class World {
     bool write = false;
     Stage stage = Stage::kWaitingForLock;
     FaultPlan plan;
+    // An eviction of the slot's page rather than a fault on it.
+    bool evict = false;
+    EvictionPlan eviction;
   };
 
   template <typename... Args>
@@ -302,7 +334,7 @@ class World {
   }
 
   absl::StatusOr<uint32_t> VersionAt(int holder, int slot) const {
-    if (holder == kHost) return 0u;
+    if (holder == kHost) return host_version_[slot];
     if (mapping_[holder][slot] == Mapping::kNone) {
       return Violation("the directory names d%d as p%d's holder, but d%d has no copy", holder, slot, holder);
     }
@@ -337,13 +369,25 @@ class World {
     absl::StatusOr<LockReply> reply = directory_.RequestLock(device, BlockOfSlot(slot));
     if (!reply.ok()) return reply.status();
     if (*reply == LockReply::kQueued) ++coverage.queued_for_lock;
-    pending_[device] = Pending{slot, write,
-                               *reply == LockReply::kGranted ? Stage::kHoldsLock : Stage::kWaitingForLock, {}};
+    Pending pending;
+    pending.slot = slot;
+    pending.write = write;
+    pending.stage = *reply == LockReply::kGranted ? Stage::kHoldsLock : Stage::kWaitingForLock;
+    pending_[device] = pending;
     return absl::OkStatus();
   }
 
   absl::Status Resolve(int device) {
     Pending& pending = *pending_[device];
+    if (pending.evict) {
+      PageMask page;
+      page.set(PageIndexInBlock(scenario_.pages[pending.slot]));
+      absl::StatusOr<EvictionPlan> eviction = directory_.Evict(device, BlockOfSlot(pending.slot), page);
+      if (!eviction.ok()) return eviction.status();
+      pending.eviction = *std::move(eviction);
+      pending.stage = Stage::kResolved;
+      return absl::OkStatus();
+    }
     FaultedPages faulted;
     (pending.write ? faulted.write : faulted.read).set(PageIndexInBlock(scenario_.pages[pending.slot]));
     absl::StatusOr<FaultPlan> plan = directory_.ResolveFaults(device, BlockOfSlot(pending.slot), faulted);
@@ -353,7 +397,71 @@ class World {
     return absl::OkStatus();
   }
 
+  absl::Status RequestEviction(int device, int slot) {
+    absl::StatusOr<LockReply> reply = directory_.RequestLock(device, BlockOfSlot(slot));
+    if (!reply.ok()) return reply.status();
+    Pending pending;
+    pending.slot = slot;
+    pending.evict = true;
+    pending.stage = *reply == LockReply::kGranted ? Stage::kHoldsLock : Stage::kWaitingForLock;
+    pending_[device] = pending;
+    return absl::OkStatus();
+  }
+
+  // The eviction's plan carried out: write-backs first, then the unmaps.
+  absl::Status CompleteEviction(int device, Coverage& coverage) {
+    const Pending pending = *pending_[device];
+    const EvictionPlan& plan = pending.eviction;
+    ++coverage.evictions;
+    absl::Status status;
+    ForEachSlot(plan.block, plan.write_back, [&](int slot) {
+      if (copy_[device][slot] != latest_[slot] && status.ok()) {
+        status = Violation("d%d writes back version %d of p%d; the newest is %d", device,
+                           copy_[device][slot], slot, latest_[slot]);
+      }
+      host_version_[slot] = copy_[device][slot];
+      ++coverage.write_backs;
+    });
+    ForEachSlot(plan.block, plan.unmap, [&](int slot) {
+      if (mapping_[device][slot] == Mapping::kNone && status.ok()) {
+        status = Violation("d%d evicts p%d, which it does not map", device, slot);
+      }
+      if (!plan.write_back.test(PageIndexInBlock(scenario_.pages[slot]))) ++coverage.dropped_copies;
+      mapping_[device][slot] = Mapping::kNone;
+      copy_[device][slot] = 0;
+    });
+    for (const Unmap& unmap : plan.unmaps) {
+      ForEachSlot(unmap.block, unmap.pages, [&](int slot) {
+        if (mapping_[unmap.device][slot] == Mapping::kNone && status.ok()) {
+          status = Violation("d%d is told to unmap p%d, which it does not map", unmap.device, slot);
+        }
+        mapping_[unmap.device][slot] = Mapping::kNone;
+        copy_[unmap.device][slot] = 0;
+        ++coverage.stale_reader_unmaps;
+      });
+    }
+    if (!status.ok()) return status;
+    pending_[device].reset();
+    return HandOverLock(device, plan.block);
+  }
+
+  // Step 11: the lock goes to the next device waiting, which must be.
+  absl::Status HandOverLock(int device, BlockNumber block) {
+    absl::StatusOr<std::optional<int>> next = directory_.Unlock(device, block);
+    if (!next.ok()) return next.status();
+    if (next->has_value()) {
+      std::optional<Pending>& waiting = pending_[**next];
+      if (!waiting.has_value() || waiting->stage != Stage::kWaitingForLock ||
+          BlockOfSlot(waiting->slot) != block) {
+        return Violation("the lock went to d%d, which was not waiting for it", **next);
+      }
+      waiting->stage = Stage::kHoldsLock;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Complete(int device, Coverage& coverage) {
+    if (pending_[device]->evict) return CompleteEviction(device, coverage);
     const Pending pending = *pending_[device];
     const FaultPlan& plan = pending.plan;
     absl::Status status;
@@ -402,17 +510,8 @@ class World {
     });
     if (!status.ok()) return status;
 
-    absl::StatusOr<std::optional<int>> next = directory_.Unlock(device, plan.block);
-    if (!next.ok()) return next.status();
-    if (next->has_value()) {
-      std::optional<Pending>& waiting = pending_[**next];
-      if (!waiting.has_value() || waiting->stage != Stage::kWaitingForLock ||
-          BlockOfSlot(waiting->slot) != plan.block) {
-        return Violation("the lock went to d%d, which was not waiting for it", **next);
-      }
-      waiting->stage = Stage::kHoldsLock;
-    }
     pending_[device].reset();
+    if (absl::Status handed = HandOverLock(device, plan.block); !handed.ok()) return handed;
     // Step 12: the replayed access must now find its mapping.
     if (!Permits(mapping_[device][pending.slot], pending.write)) {
       return Violation("d%d's replayed %s of p%d faults again: the plan did not map it", device,
@@ -508,6 +607,7 @@ class World {
   std::vector<std::vector<Mapping>> mapping_;  // [device][slot]
   std::vector<std::vector<uint32_t>> copy_;    // [device][slot]: the version a mapped copy holds
   std::vector<uint32_t> latest_;               // the newest version of each page
+  std::vector<uint32_t> host_version_;         // the version the host holds (0: the program's)
   std::vector<uint32_t> at_kernel_start_;      // the version each page had when the kernel began
   std::vector<bool> read_only_;                // per block of blocks_: the running kernel only reads it
   std::vector<std::optional<Pending>> pending_;  // per device: the fault it is stalled on
@@ -587,7 +687,9 @@ Exploration WalkAtRandom(const Scenario& scenario, int walks, int steps, int ker
       if (draining) {
         std::vector<Step> draining_steps;
         for (const Step& step : enabled) {
-          if (step.kind != Step::Kind::kAccess) draining_steps.push_back(step);
+          if (step.kind != Step::Kind::kAccess && step.kind != Step::Kind::kEvict) {
+            draining_steps.push_back(step);
+          }
         }
         enabled = std::move(draining_steps);
       }
@@ -621,6 +723,11 @@ void Report(const std::string& name, const Exploration& result) {
                   ", stale reads within a kernel ", c.stale_reads_within_a_kernel, ", kernel ends ",
                   c.kernel_ends, ", kernel-end unmaps ", c.kernel_end_unmaps, ", read-only downgrades ",
                   c.read_only_downgrades);
+  if (c.evictions > 0) {
+    absl::StrAppend(&line, ", evictions ", c.evictions, ", write-backs ", c.write_backs,
+                    ", dropped copies ", c.dropped_copies, ", stale readers unmapped ",
+                    c.stale_reader_unmaps);
+  }
   std::printf("%s\n", line.c_str());
 }
 
@@ -638,6 +745,14 @@ void ExpectEveryRuleReached(const Coverage& c) {
   EXPECT_GT(c.kernel_ends, 0u);
   EXPECT_GT(c.kernel_end_unmaps, 0u);
   EXPECT_GT(c.read_only_downgrades, 0u);
+}
+
+// The eviction rule's every case was exercised too.
+void ExpectEveryEvictionRuleReached(const Coverage& c) {
+  EXPECT_GT(c.evictions, 0u);
+  EXPECT_GT(c.write_backs, 0u);
+  EXPECT_GT(c.dropped_copies, 0u);
+  EXPECT_GT(c.stale_reader_unmaps, 0u);
 }
 
 // Two pages of one block: the devices contend for its lock.
@@ -668,6 +783,30 @@ TEST(SnurhacModelCheckTest, LongRandomRunsKeepTheInvariants) {
   Report("4 devices, 4 pages in 2 blocks, 2000 random walks of 300 steps", result);
   ASSERT_EQ(result.violation, "");
   ExpectEveryRuleReached(result.coverage);
+}
+
+// Evictions interleaved with faults and kernel ends: a copy leaving while
+// another device faults on the page, a writer leaving while others read.
+TEST(SnurhacModelCheckTest, EveryInterleavingWithEvictionsKeepsTheInvariants) {
+  Scenario scenario{3, {FirstPageOfBlock(0), FirstPageOfBlock(0) + 1}, 5};
+  scenario.evictions = true;
+  const Exploration result = Check(scenario);
+  Report("3 devices, 2 pages of one block, 5 operations, evictions", result);
+  ASSERT_EQ(result.violation, "");
+  ExpectEveryEvictionRuleReached(result.coverage);
+}
+
+TEST(SnurhacModelCheckTest, LongRandomRunsWithEvictionsKeepTheInvariants) {
+  Scenario scenario{4,
+                    {FirstPageOfBlock(0), FirstPageOfBlock(0) + 1, FirstPageOfBlock(32),
+                     FirstPageOfBlock(32) + 7},
+                    1 << 30};
+  scenario.evictions = true;
+  const Exploration result = WalkAtRandom(scenario, 1000, 300, /*kernel_steps=*/30, /*seed=*/16);
+  Report("4 devices, 4 pages in 2 blocks, evictions, 1000 random walks of 300 steps", result);
+  ASSERT_EQ(result.violation, "");
+  ExpectEveryRuleReached(result.coverage);
+  ExpectEveryEvictionRuleReached(result.coverage);
 }
 
 }  // namespace

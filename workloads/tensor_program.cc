@@ -65,10 +65,7 @@ double TensorProgramBuilder::AccessBytes(const std::vector<KernelAccess>& access
 
 Nanos TensorProgramBuilder::RooflineNanos(double flops, double bytes,
                                           bool tensor_cores) const {
-  const double peak = tensor_cores ? spec_.peak_flops_tensor : spec_.peak_flops_fp32;
-  const double seconds = std::max(flops / peak, bytes / spec_.memory_bytes_per_second);
-  const double nanos = std::ceil(seconds * 1e9);
-  return nanos < 1000.0 ? 1000 : static_cast<Nanos>(nanos);
+  return umlab::RooflineNanos(spec_, flops, bytes, tensor_cores);
 }
 
 void TensorProgramBuilder::Launch(const std::string& name, double flops, bool tensor_cores,

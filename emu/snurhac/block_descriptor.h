@@ -36,6 +36,12 @@ struct BlockDescriptor {
   std::deque<int> lock_waitlist;
   // Bit 1 of the flags: the running kernel only reads this block.
   bool read_only = false;
+  // Pages whose newest data the host's memory holds (its UM space, where
+  // the program's copies put the data, §6.1). Not in the thesis's table:
+  // umlab's eviction rule needs it (coherence_directory.h). Every page
+  // starts there; a write fault clears it, since the writer's copy becomes
+  // the newest; a write-back sets it again.
+  PageMask host_current = FullPageMask();
 
   // The device that maps `page` (an index in the block) for writing, if any.
   std::optional<int> WriterOf(int page) const {

@@ -74,6 +74,24 @@ struct FaultPlan {
   PageMask map_write;
 };
 
+// Evicting pages of a block from a device (umlab's rule; the thesis has
+// none, coherence_directory.h): what leaves, what must reach the host
+// first, and whose copies become unreachable.
+struct EvictionPlan {
+  int device = 0;
+  BlockNumber block = 0;
+  // Where the lock request and the eviction notice went.
+  int descriptor_owner = 0;
+  // `device` unmaps these at once: every page asked for that it mapped.
+  PageMask unmap;
+  // Of them, those whose newest data exists nowhere else: copied to the
+  // host before the device lets its frame go.
+  PageMask write_back;
+  // Readers of pages `device` wrote, unmapped too: their copies may be
+  // stale, and with the writer gone no kernel end would unmap them.
+  std::vector<Unmap> unmaps;
+};
+
 }  // namespace umlab::snurhac
 
 #endif  // UMLAB_EMU_SNURHAC_COHERENCE_ACTIONS_H_

@@ -73,6 +73,7 @@ absl::StatusOr<std::optional<int>> CoherenceDirectory::Unlock(int device, BlockN
 
 int CoherenceDirectory::NewestCopyHolder(const BlockDescriptor& descriptor, int page) {
   if (std::optional<int> writer = descriptor.WriterOf(page)) return *writer;
+  if (descriptor.host_current.test(page)) return kHost;
   for (int device = 0; device < static_cast<int>(descriptor.read_masks.size()); ++device) {
     if (descriptor.read_masks[device].test(page)) return device;
   }
@@ -148,9 +149,51 @@ absl::StatusOr<FaultPlan> CoherenceDirectory::ResolveFaults(int device, BlockNum
   // §6.3: a read fault sets the page in read_masks; a write fault in both.
   own_read |= new_read | new_write;
   own_write |= new_write;
+  // The writer's copy is the newest from now on, not the host's.
+  descriptor.host_current &= ~new_write;
   plan.map_read = new_read;
   plan.map_write = new_write;
   if (HasStaleReaders(descriptor)) blocks_to_sync_.insert(block);
+  return plan;
+}
+
+absl::StatusOr<EvictionPlan> CoherenceDirectory::Evict(int device, BlockNumber block,
+                                                      const PageMask& pages) {
+  if (absl::Status status = CheckDevice(device); !status.ok()) return status;
+  BlockDescriptor& descriptor = DescriptorOf(block);
+  if (descriptor.lock_holder != device) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "device %d evicted pages of block %d without holding its lock", device, block));
+  }
+  EvictionPlan plan;
+  plan.device = device;
+  plan.block = block;
+  plan.descriptor_owner = DescriptorOwner(block);
+  PageMask& own_read = descriptor.read_masks[device];
+  PageMask& own_write = descriptor.write_masks[device];
+  plan.unmap = pages & own_read;
+  const PageMask written = plan.unmap & own_write;
+  PageMask others_map;
+  for (int other = 0; other < device_count_; ++other) {
+    if (other != device) others_map |= descriptor.read_masks[other];
+  }
+  // A reader's copy that is the last of data newer than the host's. (With
+  // no writer, every copy holds the newest data; read masks include the
+  // writers'.)
+  PageMask writers;
+  for (const PageMask& mask : descriptor.write_masks) writers |= mask;
+  const PageMask last_copy = plan.unmap & ~writers & ~others_map & ~descriptor.host_current;
+  plan.write_back = written | last_copy;
+  for (int other = 0; other < device_count_; ++other) {
+    if (other == device) continue;
+    const PageMask stale = descriptor.read_masks[other] & written;
+    if (stale.none()) continue;
+    descriptor.read_masks[other] &= ~stale;
+    plan.unmaps.push_back(Unmap{other, block, stale});
+  }
+  own_read &= ~plan.unmap;
+  own_write &= ~plan.unmap;
+  descriptor.host_current |= plan.write_back;
   return plan;
 }
 

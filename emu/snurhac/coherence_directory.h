@@ -32,12 +32,16 @@
 //
 //  - Page owners (step 7: "the nodes where the faulted pages are
 //    resident"). The newest copy of a page is at its writer if it has one.
+//    Otherwise, if the host's UM space holds the newest data (the page was
+//    never written, or written back since), the host serves it: its node
+//    is one where the page is resident, and its copy crosses one link where
+//    a device's crosses two (out of that device, into the faulting one).
 //    Otherwise every device that maps it holds the newest data (see the
 //    boundary rule above; a reader's copy goes stale only while a writer
-//    exists), and the lowest-numbered one serves it; if none maps it, the
-//    host does. Pages go back to the host only through paths not built yet
-//    (eviction, the host's own faults), so a page once written is always at
-//    some device.
+//    exists), and the lowest-numbered one serves it. A page no device maps
+//    is always current at the host: when the last copy of a page leaves
+//    the devices, the eviction rule below writes it back first if the
+//    host's is older.
 //  - A write fault from a device that already maps the page for reading,
 //    with no writer elsewhere, copies nothing: its copy is the newest, and
 //    only the protection changes. With a writer elsewhere it fetches from
@@ -56,6 +60,24 @@
 //    read-only block is an error: the launch found no write to it.
 //  - Fault lists carry whole pages; several faults of one device on a page
 //    count once, a write subsuming a read.
+//
+// Eviction, which the thesis does not describe (its benchmarks fit in one
+// GPU's memory), is umlab's rule. A device that gives up pages of a block
+// (out of frames, or because the host reads them back) takes the block's
+// lock like a fault, so that no fault plan names it as a page owner while
+// its copy leaves. Then, page by page:
+//  - as the writer, it writes the page back to the host; other devices'
+//    read-only copies of it are unmapped as well, since they may be stale
+//    and, with no writer left, no kernel end would unmap them;
+//  - as a reader while another device writes the page, it drops its copy;
+//  - as a reader with no writer, it drops its copy if another reader or the
+//    host holds the newest data, and writes the page back if it held the
+//    last copy of data newer than the host's (a page written in an earlier
+//    kernel whose writer the read-only flag turned into a reader).
+// The descriptor keeps which pages' newest data is at the host
+// (BlockDescriptor::host_current) for the last rule. After an eviction a
+// page no device maps is current at the host, which the page-owner rule
+// above relies on.
 #ifndef UMLAB_EMU_SNURHAC_COHERENCE_DIRECTORY_H_
 #define UMLAB_EMU_SNURHAC_COHERENCE_DIRECTORY_H_
 
@@ -98,6 +120,11 @@ class CoherenceDirectory {
   // asks are left out of the plan (duplicate faults).
   absl::StatusOr<FaultPlan> ResolveFaults(int device, BlockNumber block,
                                           const FaultedPages& pages);
+
+  // Eviction: `device`, holding `block`'s lock, gives up `pages` (those it
+  // does not map are ignored). The masks change at once; the plan says what
+  // must be written back before the device's frame is free.
+  absl::StatusOr<EvictionPlan> Evict(int device, BlockNumber block, const PageMask& pages);
 
   // §6.4: sets or clears `block`'s read-only flag, at a kernel's launch (the
   // block must not be locked). Setting it downgrades the block's writer;

@@ -4,33 +4,15 @@
 #include <utility>
 
 namespace umlab::snurhac {
-namespace {
-
-// A device's ranges sorted and merged, so that it counts once where its
-// own ranges overlap.
-std::vector<ByteRange> Merged(std::vector<ByteRange> ranges) {
-  std::sort(ranges.begin(), ranges.end(),
-            [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
-  std::vector<ByteRange> merged;
-  for (const ByteRange& range : ranges) {
-    if (range.end <= range.begin) continue;
-    if (!merged.empty() && range.begin <= merged.back().end) {
-      merged.back().end = std::max(merged.back().end, range.end);
-    } else {
-      merged.push_back(range);
-    }
-  }
-  return merged;
-}
-
-}  // namespace
 
 double WriteOverlapRatio(const std::vector<std::vector<ByteRange>>& write_ranges) {
   // A sweep over range ends: between two consecutive ends, the number of
   // devices writing is constant.
   std::vector<std::pair<uint64_t, int>> edges;  // (address, +1 at a start, -1 at an end)
   for (const std::vector<ByteRange>& device_ranges : write_ranges) {
-    for (const ByteRange& range : Merged(device_ranges)) {
+    // Merged first, so that a device counts once where its own ranges
+    // overlap.
+    for (const ByteRange& range : MergedRanges(device_ranges)) {
       edges.emplace_back(range.begin, +1);
       edges.emplace_back(range.end, -1);
     }

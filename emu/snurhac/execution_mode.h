@@ -23,17 +23,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/byte_range.h"
+
 namespace umlab::snurhac {
 
 // §7.3.1: "The threshold value for checking overlapping access ranges ...
 // is set to 0.5", which sent correlation, covariance and myocyte to one GPU.
 inline constexpr double kWriteOverlapThreshold = 0.5;
-
-// The bytes [begin, end) of the unified address space.
-struct ByteRange {
-  uint64_t begin = 0;
-  uint64_t end = 0;
-};
 
 // What a kernel's launch knows about how its devices would share memory.
 struct LaunchSharing {

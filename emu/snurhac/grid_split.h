@@ -20,34 +20,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/thread_grid.h"
 
 namespace umlab::snurhac {
 
-// A grid's size, or a position in it, in thread blocks: CUDA's dim3.
-struct Dim3 {
-  uint32_t x = 1;
-  uint32_t y = 1;
-  uint32_t z = 1;
-
-  uint64_t Volume() const { return uint64_t{x} * y * z; }
-  bool operator==(const Dim3&) const = default;
-};
-
 enum class GridAxis { kX, kY, kZ };
-
-// One device's chunk: the blocks first .. first + extent - 1 on each axis.
-// An empty chunk has extent 0 along the cut axis.
-struct GridShare {
-  Dim3 first{0, 0, 0};
-  Dim3 extent;
-
-  bool empty() const { return extent.Volume() == 0; }
-  bool operator==(const GridShare&) const = default;
-};
 
 struct GridSplit {
   GridAxis axis = GridAxis::kX;
-  std::vector<GridShare> shares;  // one per device, in device order
+  // One per device, in device order (core/thread_grid.h). An empty share
+  // has extent 0 along the cut axis.
+  std::vector<GridShare> shares;
 };
 
 // `grid` has at least one block on each axis; device_count > 0.

@@ -38,21 +38,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "core/correlation_table.h"
 #include "core/policy.h"
 
 namespace umlab {
-
-// How a UM-block table's rows are allocated; in the order of the
-// policy's table_sizing choices.
-enum class TableSizing {
-  // Rows double, from nothing up to NumRows, whenever a new block finds its
-  // row full. A row only ever splits in two, so the table holds exactly what
-  // a full NumRows table would, and predicts the same, on the memory its
-  // kernel's faults need.
-  kGrow,
-  // All NumRows rows up front.
-  kFixed,
-};
 
 struct DeepUmOptions {
   // The paper's best UM-block table (§6.3, Config9): 2048 rows, 2-way, 4
@@ -93,52 +82,34 @@ class ExecutionTable {
   size_t total_records_ = 0;
 };
 
-// One execution id's UM-block correlation table (§4.1-4.2, Figures 5 and 7).
-class BlockTable {
+// One execution id's UM-block correlation table (§4.1-4.2, Figures 5 and 7):
+// a single-level correlation table of blocks (core/correlation_table.h),
+// with the kernel's start and end blocks that chaining follows.
+class BlockTable : public CorrelationTable {
  public:
   // `rows` is NumRows: all of it under kFixed, the bound under kGrow.
-  BlockTable(int rows, int assoc, int succs, TableSizing sizing = TableSizing::kFixed);
+  BlockTable(int rows, int assoc, int succs, TableSizing sizing = TableSizing::kFixed)
+      : CorrelationTable(CorrelationShape{rows, assoc, succs, 1}, sizing) {}
 
   // `successor` faulted right after `block` in this kernel: it becomes the
-  // most recent successor of `block`. A missing `block` takes the least
-  // recently updated way of its row.
-  void Insert(BlockNumber block, BlockNumber successor);
+  // most recent successor of `block`.
+  void Insert(BlockNumber block, BlockNumber successor) {
+    CorrelationTable::Insert(block, successor);
+  }
   // Successors of `block`, most recent first; empty when it has no way.
-  absl::Span<const BlockNumber> Successors(BlockNumber block) const;
-  // The row `block` maps to in a full NumRows table.
-  int RowOf(BlockNumber block) const { return static_cast<int>(block % max_rows_); }
+  absl::Span<const BlockNumber> Successors(BlockNumber block) const {
+    return CorrelationTable::Successors(block);
+  }
 
   std::optional<BlockNumber> start;  // first fault after the kernel began
   std::optional<BlockNumber> end;    // last fault before it ended
 
-  // Rows allocated now (0 until the first insert under kGrow).
-  int rows() const { return rows_; }
-  int capacity() const { return rows_ * assoc_; }
   // Bytes allocated: this object and its rows.
-  uint64_t Bytes() const;
+  uint64_t Bytes() const { return sizeof(*this) + HeapBytes(); }
   // The heap bytes of `rows` rows of this shape.
-  static uint64_t RowBytes(int rows, int assoc, int succs);
-
- private:
-  struct Way {
-    BlockNumber tag = 0;
-    uint64_t last_update = 0;  // 0: empty
-    int count = 0;             // successors held
-  };
-  int FindWay(BlockNumber block) const;
-  // The way a new `block` takes: an empty one of its row, else (with the
-  // table at NumRows) the least recently updated. Under kGrow a full row
-  // doubles the table first.
-  int WayForNewBlock(BlockNumber block);
-  // Reallocates to `rows` rows (a multiple of the current count), moving
-  // every way, with its successors and update time, to its new row.
-  void Resize(int rows);
-
-  int max_rows_, assoc_, succs_;
-  int rows_ = 0;
-  uint64_t clock_ = 0;
-  std::vector<Way> ways_;                // rows x assoc
-  std::vector<BlockNumber> successors_;  // rows x assoc x succs, MRU first
+  static uint64_t RowBytes(int rows, int assoc, int succs) {
+    return CorrelationTable::RowBytes(rows, CorrelationShape{rows, assoc, succs, 1});
+  }
 };
 
 class DeepUmPolicy final : public Policy {

@@ -54,6 +54,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/sanitized_build.h"
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -756,6 +758,10 @@ void ExpectEveryEvictionRuleReached(const Coverage& c) {
 }
 
 // Two pages of one block: the devices contend for its lock.
+// Random walks per deep test: a tenth under the sanitizers, where each step
+// costs several times more; the exhaustive tests run whole everywhere.
+constexpr int kWalks = umlab::testing::kSanitized ? 200 : 2000;
+
 TEST(SnurhacModelCheckTest, EveryInterleavingOnOneBlockKeepsTheInvariants) {
   const Scenario scenario{3, {FirstPageOfBlock(0), FirstPageOfBlock(0) + 1}, 6};
   const Exploration result = Check(scenario);
@@ -779,7 +785,7 @@ TEST(SnurhacModelCheckTest, LongRandomRunsKeepTheInvariants) {
                           {FirstPageOfBlock(0), FirstPageOfBlock(0) + 1, FirstPageOfBlock(32),
                            FirstPageOfBlock(32) + 7},
                           1 << 30};
-  const Exploration result = WalkAtRandom(scenario, 2000, 300, /*kernel_steps=*/30, /*seed=*/16);
+  const Exploration result = WalkAtRandom(scenario, kWalks, 300, /*kernel_steps=*/30, /*seed=*/16);
   Report("4 devices, 4 pages in 2 blocks, 2000 random walks of 300 steps", result);
   ASSERT_EQ(result.violation, "");
   ExpectEveryRuleReached(result.coverage);
@@ -802,7 +808,7 @@ TEST(SnurhacModelCheckTest, LongRandomRunsWithEvictionsKeepTheInvariants) {
                      FirstPageOfBlock(32) + 7},
                     1 << 30};
   scenario.evictions = true;
-  const Exploration result = WalkAtRandom(scenario, 1000, 300, /*kernel_steps=*/30, /*seed=*/16);
+  const Exploration result = WalkAtRandom(scenario, kWalks / 2, 300, /*kernel_steps=*/30, /*seed=*/16);
   Report("4 devices, 4 pages in 2 blocks, evictions, 1000 random walks of 300 steps", result);
   ASSERT_EQ(result.violation, "");
   ExpectEveryRuleReached(result.coverage);

@@ -12,16 +12,26 @@
 #ifndef UMLAB_WORKLOADS_HUM_COPY_PROGRAM_H_
 #define UMLAB_WORKLOADS_HUM_COPY_PROGRAM_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/compute_spec.h"
+#include "core/param_map.h"
 #include "workloads/tensor_program.h"
 #include "workloads/workload.h"
 
 namespace umlab {
+
+// The generators' shorthands: access kinds, and a count parameter (every
+// count's declared range starts at 1, so it is positive).
+inline constexpr AccessType kRead = AccessType::kRead;
+inline constexpr AccessType kWrite = AccessType::kWrite;
+inline uint64_t CountParam(const ParamMap& params, const char* name) {
+  return static_cast<uint64_t>(params.Int(name));
+}
 
 class CopyProgramBuilder {
  public:

@@ -23,16 +23,9 @@
 namespace umlab {
 namespace {
 
-constexpr AccessType kRead = AccessType::kRead;
-constexpr AccessType kWrite = AccessType::kWrite;
-
-uint64_t Count(const ParamMap& params, const char* name) {
-  return static_cast<uint64_t>(params.Int(name));  // every count's range starts at 1
-}
-
 absl::StatusOr<std::unique_ptr<Workload>> MakeVectorAdd(const ParamMap& params,
                                                         const ComputeSpec& spec) {
-  const uint64_t elements = Count(params, "elements");
+  const uint64_t elements = CountParam(params, "elements");
   const uint64_t bytes = elements * 4;
   CopyProgramBuilder p("cuda-vectoradd", spec);
   const int a = p.HostBuffer("A", bytes), b = p.HostBuffer("B", bytes);
@@ -51,8 +44,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVectorAdd(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeMatrixMul(const ParamMap& params,
                                                         const ComputeSpec& spec) {
-  const uint64_t ha = Count(params, "ha"), wa = Count(params, "wa"), wb = Count(params, "wb");
-  const uint64_t launches = Count(params, "launches");
+  const uint64_t ha = CountParam(params, "ha"), wa = CountParam(params, "wa"), wb = CountParam(params, "wb");
+  const uint64_t launches = CountParam(params, "launches");
   CopyProgramBuilder p("cuda-matrixmul", spec);
   const int a = p.HostBuffer("h_A", ha * wa * 4), b = p.HostBuffer("h_B", wa * wb * 4);
   const int c = p.HostBuffer("h_C", ha * wb * 4, /*filled=*/false);
@@ -73,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeMatrixMul(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeBlackScholes(const ParamMap& params,
                                                            const ComputeSpec& spec) {
-  const uint64_t options = Count(params, "options"), launches = Count(params, "launches");
+  const uint64_t options = CountParam(params, "options"), launches = CountParam(params, "launches");
   const uint64_t bytes = options * 4;
   CopyProgramBuilder p("cuda-blackscholes", spec);
   const int price = p.HostBuffer("h_StockPrice", bytes);

@@ -25,16 +25,9 @@
 namespace umlab {
 namespace {
 
-constexpr AccessType kRead = AccessType::kRead;
-constexpr AccessType kWrite = AccessType::kWrite;
-
-uint64_t Count(const ParamMap& params, const char* name) {
-  return static_cast<uint64_t>(params.Int(name));  // every count's range starts at 1
-}
-
 absl::StatusOr<std::unique_ptr<Workload>> MakeSgemm(const ParamMap& params,
                                                     const ComputeSpec& spec) {
-  const uint64_t m = Count(params, "m"), n = Count(params, "n"), k = Count(params, "k");
+  const uint64_t m = CountParam(params, "m"), n = CountParam(params, "n"), k = CountParam(params, "k");
   CopyProgramBuilder p("parboil-sgemm", spec);
   const int a = p.HostBuffer("A", m * k * 4), bt = p.HostBuffer("BT", n * k * 4);
   const int c = p.HostBuffer("C", m * n * 4, /*filled=*/false);
@@ -54,8 +47,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeSgemm(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeSpmv(const ParamMap& params,
                                                    const ComputeSpec& spec) {
-  const uint64_t rows = Count(params, "rows"), nonzeros = Count(params, "nonzeros");
-  const uint64_t launches = Count(params, "launches");
+  const uint64_t rows = CountParam(params, "rows"), nonzeros = CountParam(params, "nonzeros");
+  const uint64_t launches = CountParam(params, "launches");
   CopyProgramBuilder p("parboil-spmv", spec);
   const int data = p.HostBuffer("jds_data", nonzeros * 4);
   const int indices = p.HostBuffer("jds_indices", nonzeros * 4);
@@ -86,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeSpmv(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeLbm(const ParamMap& params,
                                                   const ComputeSpec& spec) {
-  const uint64_t steps = Count(params, "steps");
+  const uint64_t steps = CountParam(params, "steps");
   // lbm's CUDA layout (layout_config.h): 120 x 120 x 150 cells padded to
   // 128 x 120 x 154, 20 floats per cell (19 distributions and a flag word).
   constexpr uint64_t kGridBytes = 128ull * 120 * 154 * 20 * 4;
@@ -120,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeLbm(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeTpacf(const ParamMap& params,
                                                     const ComputeSpec& spec) {
-  const uint64_t sets = Count(params, "sets"), points = Count(params, "points");
+  const uint64_t sets = CountParam(params, "sets"), points = CountParam(params, "points");
   // NUM_BINS: 20 bins of 8-byte counts per histogram, one for the data
   // and two per random set.
   constexpr uint64_t kBins = 20;

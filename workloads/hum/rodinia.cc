@@ -27,16 +27,9 @@
 namespace umlab {
 namespace {
 
-constexpr AccessType kRead = AccessType::kRead;
-constexpr AccessType kWrite = AccessType::kWrite;
-
-uint64_t Count(const ParamMap& params, const char* name) {
-  return static_cast<uint64_t>(params.Int(name));  // every count's range starts at 1
-}
-
 absl::StatusOr<std::unique_ptr<Workload>> MakeCfd(const ParamMap& params,
                                                   const ComputeSpec& spec) {
-  const uint64_t elements = Count(params, "elements"), iterations = Count(params, "iterations");
+  const uint64_t elements = CountParam(params, "elements"), iterations = CountParam(params, "iterations");
   // euler3d.cu: NDIM 3, NNB 4 neighbours, NVAR = NDIM + 2, RK 3 stages.
   constexpr uint64_t kDims = 3, kNeighbours = 4, kVariables = kDims + 2, kStages = 3;
   const uint64_t variables_bytes = elements * kVariables * 4;
@@ -92,8 +85,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeCfd(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeSrad(const ParamMap& params,
                                                    const ComputeSpec& spec) {
-  const uint64_t rows = Count(params, "rows"), cols = Count(params, "cols");
-  const uint64_t iterations = Count(params, "iterations");
+  const uint64_t rows = CountParam(params, "rows"), cols = CountParam(params, "cols");
+  const uint64_t iterations = CountParam(params, "iterations");
   const uint64_t roi = std::min<uint64_t>(128, rows) * std::min<uint64_t>(128, cols);
   const uint64_t image = rows * cols * 4;
   CopyProgramBuilder p("rodinia-srad", spec);
@@ -124,8 +117,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeSrad(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakePathfinder(const ParamMap& params,
                                                          const ComputeSpec& spec) {
-  const uint64_t cols = Count(params, "cols"), rows = Count(params, "rows");
-  const uint64_t pyramid = Count(params, "pyramid");
+  const uint64_t cols = CountParam(params, "cols"), rows = CountParam(params, "rows");
+  const uint64_t pyramid = CountParam(params, "pyramid");
   if (rows < 2) return absl::InvalidArgumentError("rodinia-pathfinder: rows must be at least 2");
   const uint64_t row_bytes = cols * 4;
   CopyProgramBuilder p("rodinia-pathfinder", spec);

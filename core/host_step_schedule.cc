@@ -67,7 +67,8 @@ HostStepSchedule ScheduleHostStep(const IterationGraph& iteration) {
         // touches one of its blocks.
         size_t after = h;
         for (size_t later = h + 1; later < kernels.size() && kernels[later].on_host; ++later) {
-          for (const std::vector<uint32_t>* uses : {&kernels[later].reads, &kernels[later].writes}) {
+          const GraphKernel& step = kernels[later];
+          for (const std::vector<uint32_t>* uses : {&step.reads, &step.writes}) {
             for (uint32_t other : *uses) {
               if (SharesABlock(pages, PagesOf(iteration.tensors[other], false))) after = later;
             }

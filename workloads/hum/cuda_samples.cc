@@ -44,7 +44,8 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeVectorAdd(const ParamMap& params,
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeMatrixMul(const ParamMap& params,
                                                         const ComputeSpec& spec) {
-  const uint64_t ha = CountParam(params, "ha"), wa = CountParam(params, "wa"), wb = CountParam(params, "wb");
+  const uint64_t ha = CountParam(params, "ha"), wa = CountParam(params, "wa");
+  const uint64_t wb = CountParam(params, "wb");
   const uint64_t launches = CountParam(params, "launches");
   CopyProgramBuilder p("cuda-matrixmul", spec);
   const int a = p.HostBuffer("h_A", ha * wa * 4), b = p.HostBuffer("h_B", wa * wb * 4);

@@ -27,7 +27,8 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeSgemm(const ParamMap& params,
                                                     const ComputeSpec& spec) {
-  const uint64_t m = CountParam(params, "m"), n = CountParam(params, "n"), k = CountParam(params, "k");
+  const uint64_t m = CountParam(params, "m"), n = CountParam(params, "n");
+  const uint64_t k = CountParam(params, "k");
   CopyProgramBuilder p("parboil-sgemm", spec);
   const int a = p.HostBuffer("A", m * k * 4), bt = p.HostBuffer("BT", n * k * 4);
   const int c = p.HostBuffer("C", m * n * 4, /*filled=*/false);

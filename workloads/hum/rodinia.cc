@@ -29,7 +29,8 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeCfd(const ParamMap& params,
                                                   const ComputeSpec& spec) {
-  const uint64_t elements = CountParam(params, "elements"), iterations = CountParam(params, "iterations");
+  const uint64_t elements = CountParam(params, "elements");
+  const uint64_t iterations = CountParam(params, "iterations");
   // euler3d.cu: NDIM 3, NNB 4 neighbours, NVAR = NDIM + 2, RK 3 stages.
   constexpr uint64_t kDims = 3, kNeighbours = 4, kVariables = kDims + 2, kStages = 3;
   const uint64_t variables_bytes = elements * kVariables * 4;

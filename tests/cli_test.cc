@@ -98,6 +98,22 @@ TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
   EXPECT_EQ(first.out.rfind("{\"contract_version\":\"1.3\",\"runs\":[", 0), 0u);
 }
 
+TEST(CliTest, WorkloadArgsJoinTheParametersANameCarries) {
+  // --workload=NAME:K=V with --workload-arg K2=V2 is NAME:K=V,K2=V2.
+  const Outcome joined = Umlab({"run", "--workload=mlp:layers=1", "--workload-arg",
+                                "hidden=64,batch=8", "--capacity=1.0", "--format=json"});
+  ASSERT_EQ(joined.code, kExitOk) << joined.err;
+  const Outcome spelled = Umlab({"run", "--workload=mlp:layers=1,hidden=64,batch=8",
+                                 "--capacity=1.0", "--format=json"});
+  ASSERT_EQ(spelled.code, kExitOk) << spelled.err;
+  EXPECT_THAT(joined.out, HasSubstr("\"footprint_bytes\""));
+  const auto footprint = [](const std::string& out) {
+    const size_t at = out.find("\"footprint_bytes\":");
+    return out.substr(at, out.find(',', at) - at);
+  };
+  EXPECT_EQ(footprint(joined.out), footprint(spelled.out));
+}
+
 TEST(CliTest, ADefaultComparisonLeavesOutAPolicyThatRefusesTheCapacity) {
   // FlashNeuron keeps every weight on the device: at half of the small
   // mlp it cannot train, and says so in one line. Unnamed, it is left out

@@ -70,8 +70,11 @@ absl::StatusOr<ProgramInput> ProgramInput::FromWorkload(const std::string& name,
                                                         const ComputeSpec& compute) {
   ProgramInput input;
   const std::string overrides = absl::StrJoin(args, ",");
-  absl::StatusOr<std::unique_ptr<Workload>> workload =
-      Workloads().Create(overrides.empty() ? name : name + ":" + overrides, compute);
+  // A name may carry parameters of its own (`gpt2-small:batch=1`): the
+  // --workload-arg ones join them.
+  const char joiner = name.find(':') == std::string::npos ? ':' : ',';
+  absl::StatusOr<std::unique_ptr<Workload>> workload = Workloads().Create(
+      overrides.empty() ? name : absl::StrCat(name, std::string(1, joiner), overrides), compute);
   if (!workload.ok()) return workload.status();
   input.workload_ = std::move(*workload);
   input.label_ = name;

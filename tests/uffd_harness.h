@@ -17,6 +17,17 @@
 
 namespace umlab::testing {
 
+// Four SM threads, every word read checked, no modelled time: for tests
+// that count traffic and check data rather than time.
+inline UffdOptions VerifiedUffdOptions() {
+  UffdOptions options;
+  options.sms = 4;
+  options.throttle = false;
+  options.verify = true;
+  options.watchdog_s = 60;
+  return options;
+}
+
 struct UffdRun {
   absl::Status status;
   RunStats stats;

@@ -20,18 +20,8 @@ constexpr Nanos kUs = 1000;
 
 BlockNumber Block(int block) { return BlockOfAddress(ProgramBuilder::BlockAddress(block)); }
 
-// Four SM threads, every word read checked, no modelled time: counts only.
-UffdOptions Checked() {
-  UffdOptions options;
-  options.sms = 4;
-  options.throttle = false;
-  options.verify = true;
-  options.watchdog_s = 60;
-  return options;
-}
-
 UffdRun RunChecked(const ProgramBuilder& program, uint64_t capacity_frames, Policy& policy,
-                   const UffdOptions& options = Checked()) {
+                   const UffdOptions& options = VerifiedUffdOptions()) {
   VectorSource source = program.Source();
   return RunOnUffd(source, capacity_frames, policy, TestDevice(4), options);
 }
@@ -226,7 +216,7 @@ TEST(UffdHostKernel, AHostKernelLastsItsCpuTimeAtLeast) {
   ProgramBuilder program;
   program.Alloc(0, 1);
   program.OnHost(1).Kernel(1, 20000 * kUs, {0}, /*write=*/true);
-  UffdOptions options = Checked();
+  UffdOptions options = VerifiedUffdOptions();
   options.throttle = true;
   options.dilation = 2;
   DemandPolicy policy;

@@ -29,16 +29,6 @@ constexpr Nanos kUs = 1000;
 
 BlockNumber Block(int block) { return BlockOfAddress(ProgramBuilder::BlockAddress(block)); }
 
-// Four SM threads, every word read checked, no modelled time: counts only.
-UffdOptions Checked() {
-  UffdOptions options;
-  options.sms = 4;
-  options.throttle = false;
-  options.verify = true;
-  options.watchdog_s = 60;
-  return options;
-}
-
 // The same program and script on both backends. A policy holds per-run
 // state (which faults to answer with mappings), so each run gets its own.
 struct BothRuns {
@@ -47,7 +37,7 @@ struct BothRuns {
 };
 template <typename Script>
 BothRuns RunOnBoth(const ProgramBuilder& program, uint64_t capacity_frames, Script script,
-                   const UffdOptions& options = Checked(),
+                   const UffdOptions& options = VerifiedUffdOptions(),
                    const DeviceConfig& device = TestDevice(4)) {
   BothRuns runs;
   ScriptedMoves uffd_policy;
@@ -336,7 +326,7 @@ TEST(UffdRemoteMap, MappingsChangeUnderRunningSmsWithoutLosingAWord) {
   DeviceConfig device = TestDevice(8);
   device.fault_buffer_entries = 4;
   device.fault_batch_size = 4;
-  UffdOptions options = Checked();
+  UffdOptions options = VerifiedUffdOptions();
   options.sms = 8;
   MapEvenPagesMigrateOdd policy;
   VectorSource source = program.Source();
@@ -368,7 +358,7 @@ TEST(UffdRemoteMap, RemoteAccessesWaitForTheirBytesOnTheLink) {
   DeviceConfig device = TestDevice(4);
   device.link.remote_read_bytes_per_second = 0.25e9;
   device.link.remote_latency_ns = 0;
-  UffdOptions options = Checked();
+  UffdOptions options = VerifiedUffdOptions();
   options.throttle = true;
   options.dilation = 1;
   ScriptedMoves policy;
@@ -384,7 +374,7 @@ TEST(UffdRemoteMap, RemoteAccessesWaitForTheirBytesOnTheLink) {
 }
 
 TEST(UffdRemoteMap, HugeFramesDoNotMapRemotely) {
-  UffdOptions options = Checked();
+  UffdOptions options = VerifiedUffdOptions();
   options.max_blocks = 8;
   absl::StatusOr<std::unique_ptr<UffdBackend>> small =
       UffdBackend::Create(TestDevice(4), 1, options);

@@ -14,7 +14,7 @@ namespace umlab::cli {
 namespace {
 
 const std::string kTrace =
-    std::string(UMLAB_SOURCE_DIR) + "/tests/data/cuda/mlp_small_h200_demand.umt";
+    UMLAB_SOURCE_DIR "/tests/data/cuda/mlp_small_h200_demand.umt";
 
 TEST(CudaTraceReplayTest, TheRecordingHoldsRealFaultsOnTheProgramsMemory) {
   absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(kTrace);

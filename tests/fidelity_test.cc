@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "cli/runner/experiment.h"
 #include "emu/device_presets.h"
@@ -43,8 +44,8 @@ const absl::Span<const char* const> kWorkloads =
 
 std::string Fixture(const std::string& workload, const std::string& policy,
                     const std::string& extension) {
-  return std::string(UMLAB_SOURCE_DIR) + "/tests/data/fidelity/" + workload + "_" + policy +
-         "_0.5." + extension;
+  return absl::StrCat(UMLAB_SOURCE_DIR "/tests/data/fidelity/", workload, "_", policy, "_0.5.",
+                      extension);
 }
 
 // The case as the GPU measured it: its figures averaged over the runs the

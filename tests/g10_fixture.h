@@ -27,7 +27,7 @@ namespace umlab::g10_test {
 
 inline const std::string& FixtureDir() {
   static const std::string* dir =
-      new std::string(std::string(UMLAB_SOURCE_DIR) + "/data/g10");
+      new std::string(UMLAB_SOURCE_DIR "/data/g10");
   return *dir;
 }
 

@@ -90,7 +90,7 @@ TEST(KernelAssemblerTest, HandsBackTheProgramsKernels) {
 // the assembler skips them and keeps the program intact.
 TEST(KernelAssemblerTest, SkipsObservedEventsOfARecordedTrace) {
   const std::string path =
-      std::string(UMLAB_SOURCE_DIR) + "/tests/data/cuda/mlp_small_h200_demand.umt";
+      UMLAB_SOURCE_DIR "/tests/data/cuda/mlp_small_h200_demand.umt";
   absl::StatusOr<std::unique_ptr<TraceReader>> reference = TraceReader::Open(path);
   ASSERT_TRUE(reference.ok()) << reference.status();
   int kernels = 0, accesses = 0;

@@ -11,7 +11,7 @@ namespace umlab::cli {
 namespace {
 
 TEST(PolicySuiteTest, EveryBoundHolds) {
-  const std::string suite = std::string(UMLAB_SOURCE_DIR) + "/tests/suites/policies.json";
+  const std::string suite = UMLAB_SOURCE_DIR "/tests/suites/policies.json";
   std::ostringstream out, err;
   const int code = Main({"regress", suite}, out, err);
   EXPECT_EQ(code, kExitOk) << out.str() << err.str();

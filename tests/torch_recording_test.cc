@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/trace_reader.h"
 #include "gtest/gtest.h"
 #include "tests/umlab_in_process.h"
@@ -14,7 +15,7 @@ namespace umlab {
 namespace {
 
 std::string Recorded(const std::string& model) {
-  return std::string(UMLAB_SOURCE_DIR) + "/tests/data/torch/" + model + ".umt";
+  return absl::StrCat(UMLAB_SOURCE_DIR "/tests/data/torch/", model, ".umt");
 }
 
 struct IterationFigures {

@@ -35,6 +35,7 @@
 #include "core/byte_range.h"
 #include "core/event.h"
 #include "core/memory_units.h"
+#include "core/page_mask.h"
 #include "core/thread_grid.h"
 
 namespace umlab {
@@ -111,6 +112,11 @@ std::optional<std::vector<ByteRange>> EstimatedBytes(const GridProgram& program,
                                                      const GridKernel& kernel,
                                                      const GridAccess& access,
                                                      const GridShare& blocks);
+
+// The pages of `block` that `array` covers.
+PageMask PagesOfArray(const GridArray& array, BlockNumber block);
+// The pages of `block` that any of the program's arrays covers.
+PageMask PagesOfArrays(const GridProgram& program, BlockNumber block);
 
 // Lays arrays out one after another from address 0, each 2 MB aligned,
 // and returns their indices in `program.arrays`; the builder helper every

@@ -51,7 +51,8 @@ void ExpectNothingLeft(const Holdings& before) {
 }
 
 std::unique_ptr<GridProgram> Program(const std::string& spec) {
-  absl::StatusOr<std::unique_ptr<GridProgram>> program = GridWorkloads().Create(spec, ComputeSpec{});
+  absl::StatusOr<std::unique_ptr<GridProgram>> program =
+      GridWorkloads().Create(spec, ComputeSpec{});
   EXPECT_TRUE(program.ok()) << program.status();
   return program.ok() ? *std::move(program) : nullptr;
 }
@@ -108,7 +109,7 @@ std::unique_ptr<GridProgram> ReadWriteRead() {
       access.array = a;
       access.access = write ? AccessType::kWrite : AccessType::kRead;
       const uint64_t base = program->arrays[a].address;
-      access.touched = [base, write, kBytes](const GridShare& share) {
+      access.touched = [base, write](const GridShare& share) {
         if (!write) return std::vector<ByteRange>{{base, base + kBytes}};
         const uint64_t half = kBytes / 2;
         return std::vector<ByteRange>{{base + share.first.x * half,

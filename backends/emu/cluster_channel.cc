@@ -171,7 +171,8 @@ absl::Status ServeChannels(const std::vector<ClusterChannel*>& channels, int sto
     const int ready = poll(fds.data(), fds.size(), -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
-      return absl::InternalError(absl::StrFormat("cluster server: poll (%s)", std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrFormat("cluster server: poll (%s)", std::strerror(errno)));
     }
     if (fds[0].revents != 0) return absl::OkStatus();
     for (size_t i = 1; i < fds.size(); ++i) {

@@ -397,7 +397,8 @@ absl::StatusOr<ClusterMessage> DeviceProcess::RunKernel(int index) {
   if (options_.crash_at_first_kernel) kill(getpid(), SIGKILL);
   reference_.BeginKernel(index);
   // Every process plans the launch the same way; this one runs its share.
-  absl::StatusOr<snurhac::LaunchPlan> plan = snurhac::PlanLaunch(program_, kernel, options_.devices);
+  absl::StatusOr<snurhac::LaunchPlan> plan =
+      snurhac::PlanLaunch(program_, kernel, options_.devices);
   if (!plan.ok()) return plan.status();
   const GridShare& share = plan->shares[options_.device];
   std::vector<WorkPiece> pieces;
@@ -504,7 +505,9 @@ absl::Status DeviceProcess::CopyOut(bool every_array) {
 
 int DeviceProcess::Run() {
   uint64_t bytes = 0;
-  for (const GridArray& array : program_.arrays) bytes = std::max(bytes, array.address + array.bytes);
+  for (const GridArray& array : program_.arrays) {
+    bytes = std::max(bytes, array.address + array.bytes);
+  }
   absl::StatusOr<std::unique_ptr<ClusterDeviceMemory>> memory = ClusterDeviceMemory::Create(bytes);
   if (!memory.ok()) Fail(memory.status());
   memory_ = *std::move(memory);

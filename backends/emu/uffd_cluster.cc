@@ -272,7 +272,8 @@ absl::Status Coordinator::CarryOut(const std::vector<ClusterAction>& actions, bo
 
 absl::Status Coordinator::Launch(int index, UffdClusterResult& result) {
   const GridKernel& kernel = program_.launches[index];
-  absl::StatusOr<snurhac::LaunchPlan> plan = snurhac::PlanLaunch(program_, kernel, options_.devices);
+  absl::StatusOr<snurhac::LaunchPlan> plan =
+      snurhac::PlanLaunch(program_, kernel, options_.devices);
   if (!plan.ok()) return plan.status();
   ++result.kernels;
   if (plan->single_device) ++result.single_device_kernels;

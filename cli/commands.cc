@@ -511,7 +511,8 @@ std::optional<Failure> SnurhacRealCommand(const Context& ctx, const std::string&
       if (!real.ok()) return RunFailed(real.status());
       std::string verify = "off";
       if (request.verify) {
-        const uint64_t bad = real->read_mismatches + real->final_mismatches;
+        const uint64_t bad =
+            real->read_mismatches + real->final_mismatches + real->audit_mismatches;
         verify = bad == 0 ? absl::StrFormat("ok (%d words)", real->checked_words)
                           : absl::StrFormat("%d MISMATCHES: %s", bad, real->first_mismatch);
         mismatched = mismatched || bad != 0;

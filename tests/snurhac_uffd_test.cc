@@ -17,6 +17,20 @@
 #include "core/grid_program.h"
 #include "workloads/grid_workload.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define UMLAB_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UMLAB_TEST_TSAN 1
+#endif
+#endif
+#ifdef UMLAB_TEST_TSAN
+// TSan's helper thread (tsan_background_thread.cc) makes every fork a
+// multi-threaded one, and the device processes start threads after it,
+// which TSan refuses by default.
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+#endif
+
 namespace umlab {
 namespace {
 
@@ -70,6 +84,7 @@ TEST_P(SnurhacUffdTest, EveryReadAndTheFinalMemoryMatchTheSequentialRun) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->read_mismatches, 0u) << devices << " devices: " << result->first_mismatch;
     EXPECT_EQ(result->final_mismatches, 0u) << devices << " devices: " << result->first_mismatch;
+    EXPECT_EQ(result->audit_mismatches, 0u) << devices << " devices: " << result->first_mismatch;
     EXPECT_GT(result->checked_words, 0u);
     EXPECT_GT(result->total.faults, 0u);
     EXPECT_EQ(result->devices.size(), static_cast<size_t>(devices));
@@ -132,6 +147,7 @@ TEST(SnurhacUffdInjectionTest, StaleReadersAreUnmappedAtKernelEnd) {
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->read_mismatches, 0u) << good->first_mismatch;
   EXPECT_EQ(good->final_mismatches, 0u) << good->first_mismatch;
+  EXPECT_EQ(good->audit_mismatches, 0u) << good->first_mismatch;
   // Each device's copy of the half the other wrote: 32 pages of each array.
   EXPECT_EQ(good->total.kernel_end_unmapped_pages, 2u * 2 * 32);
   EXPECT_EQ(good->total.peer_fetch_bytes, 2u * 2 * 32 * kPageSize);
@@ -143,9 +159,36 @@ TEST(SnurhacUffdInjectionTest, StaleReadersAreUnmappedAtKernelEnd) {
   ASSERT_TRUE(broken.ok()) << broken.status();
   // Each device reads the other's half from its stale copy.
   EXPECT_EQ(broken->read_mismatches, 2u * 2 * 32 * kPageSize / 4);
-  EXPECT_NE(broken->first_mismatch.find("kernel 2 (read_all)"), std::string::npos)
+  // The audit saw it first: the page tables still map what the directory
+  // unmapped, right after the second kernel's end.
+  EXPECT_GT(broken->audit_mismatches, 0u);
+  EXPECT_NE(broken->first_mismatch.find("kernel 1 (write_halves), after its unmaps: device 0"),
+            std::string::npos)
+      << broken->first_mismatch;
+  EXPECT_NE(broken->first_mismatch.find("read-only where the directory says unmapped"),
+            std::string::npos)
       << broken->first_mismatch;
   ExpectNothingLeft(before);
+}
+
+TEST(SnurhacUffdInjectionTest, WritersAreDowngradedForReal) {
+  const std::unique_ptr<GridProgram> program = ReadWriteRead();
+  UffdClusterOptions options;
+  options.devices = 2;
+  options.inject.skip_downgrade = true;
+  absl::StatusOr<UffdClusterResult> broken = RunUffdCluster(*program, options);
+  ASSERT_TRUE(broken.ok()) << broken.status();
+  // The third kernel only reads, so its launch downgrades each half's
+  // writer (§6.4's read-only flag): skipped, each device's page table still
+  // lets it write its 32 pages of each array, which the audit finds at the
+  // kernel's barrier and again after its (empty) unmaps.
+  EXPECT_EQ(broken->audit_mismatches, 2u * 2 * 2 * 32);
+  EXPECT_NE(broken->first_mismatch.find("kernel 2 (read_all), at the barrier: device 0 maps page"),
+            std::string::npos)
+      << broken->first_mismatch;
+  EXPECT_NE(broken->first_mismatch.find("read-write where the directory says read-only"),
+            std::string::npos)
+      << broken->first_mismatch;
 }
 
 TEST(SnurhacUffdInjectionTest, ADyingDeviceFailsTheRunInOneLine) {

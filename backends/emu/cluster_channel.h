@@ -34,6 +34,10 @@ enum class ClusterMessageKind : uint32_t {
   kFetch,
   kUnmap,
   kWriteBack,
+  // The audit at a kernel end (from the host): an owner's masks, a device's
+  // page table as the kernel has it.
+  kAuditMasks,
+  kAuditPages,
   // Between the coordinator and a device's main thread.
   kRunKernel,
   kCopyOut,  // `read` set: give up every array's pages, not only the copied-out ones
@@ -54,7 +58,10 @@ struct ClusterMessage {
 };
 
 // An action of a plan on the wire (coherence_actions.h): a downgrade, a
-// fetch, an unmap, by tag.
+// fetch, an unmap, by tag; or, in the kernel-end audit, the pages a device
+// maps (by a directory's masks, or by its page table) and maps writable.
+inline constexpr int32_t kActionDowngrade = 0, kActionFetch = 1, kActionUnmap = 2,
+                         kActionMapped = 3, kActionWritable = 4;
 struct ClusterAction {
   int32_t tag = 0;
   int32_t device = 0;

@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<ClusterDeviceMemory>> ClusterDeviceMemory::Create
         "the uffd cluster needs UFFDIO_COPY, UFFDIO_WRITEPROTECT and UFFDIO_WAKE on anonymous "
         "memory, which this kernel does not offer; use `umlab snurhac` on the sim");
   }
+  memory->pagemap_fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (memory->pagemap_fd_ < 0) return ErrnoStatus("opening /proc/self/pagemap");
   memory->mapping_.assign(memory->pages_, PageMapping::kUnmapped);
   return memory;
 }
@@ -65,6 +67,26 @@ absl::StatusOr<std::unique_ptr<ClusterDeviceMemory>> ClusterDeviceMemory::Create
 ClusterDeviceMemory::~ClusterDeviceMemory() {
   if (base_ != nullptr) munmap(base_, bytes_);
   if (uffd_ >= 0) close(uffd_);
+  if (pagemap_fd_ >= 0) close(pagemap_fd_);
+}
+
+absl::StatusOr<std::pair<PageMask, PageMask>> ClusterDeviceMemory::PageTable(
+    BlockNumber block) const {
+  // pagemap(5): one 64-bit entry per page; bit 63 present, bit 57 the
+  // userfaultfd write-protect bit.
+  constexpr uint64_t kPresent = uint64_t{1} << 63, kUffdWriteProtected = uint64_t{1} << 57;
+  uint64_t entries[kPagesPerBlock];
+  const uint64_t first = reinterpret_cast<uint64_t>(base_) / kPageSize + FirstPageOfBlock(block);
+  const ssize_t got = pread(pagemap_fd_, entries, sizeof(entries),
+                            static_cast<off_t>(first * sizeof(uint64_t)));
+  if (got != static_cast<ssize_t>(sizeof(entries))) return ErrnoStatus("reading pagemap");
+  PageMask present, writable;
+  for (int page = 0; page < kPagesPerBlock; ++page) {
+    if ((entries[page] & kPresent) == 0) continue;
+    present.set(page);
+    if ((entries[page] & kUffdWriteProtected) == 0) writable.set(page);
+  }
+  return std::make_pair(present, writable);
 }
 
 PageMapping ClusterDeviceMemory::Mapping(PageNumber page) const {

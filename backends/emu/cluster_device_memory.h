@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,6 +75,11 @@ class ClusterDeviceMemory {
   // Lets the threads stalled on `pages` retry.
   absl::Status Wake(BlockNumber block, const PageMask& pages);
 
+  // The device's page table as the kernel has it (/proc/self/pagemap), not
+  // as this object believes: the pages of `block` present, and of those the
+  // ones without userfaultfd write protection. For the kernel-end audit.
+  absl::StatusOr<std::pair<PageMask, PageMask>> PageTable(BlockNumber block) const;
+
   // Reads the fault messages queued now (none: an empty vector); waits up
   // to `timeout_ms` for the first. Returns faults in arrival order.
   absl::StatusOr<std::vector<ClusterFault>> ReadFaults(int timeout_ms);
@@ -83,6 +89,7 @@ class ClusterDeviceMemory {
   absl::Status CheckMapped(BlockNumber block, const PageMask& pages, const char* what) const;
 
   int uffd_ = -1;
+  int pagemap_fd_ = -1;
   char* base_ = nullptr;
   uint64_t bytes_ = 0;
   uint64_t pages_ = 0;

@@ -34,8 +34,6 @@ using Kind = ClusterMessageKind;
 
 static_assert(std::is_trivially_copyable_v<ClusterDeviceStats>);
 
-// Action tags on the wire.
-constexpr int32_t kTagDowngrade = 0, kTagFetch = 1, kTagUnmap = 2;
 
 // A piece of a share's work: words [first, end) of one access, loaded or
 // stored; never more than a page, so that the workers spread over pages.
@@ -215,7 +213,7 @@ absl::Status DeviceProcess::ServiceBlock(BlockNumber block, const snurhac::Fault
   const PageMask map_read = reply->read, map_write = reply->write;
   // Steps 8 to 10: every downgrade acknowledged before any copy.
   for (const ClusterAction& action : *actions) {
-    if (action.tag != kTagDowngrade) continue;
+    if (action.tag != kActionDowngrade) continue;
     ClusterMessage downgrade;
     downgrade.kind = Kind::kDowngrade;
     downgrade.device = options_.device;
@@ -227,7 +225,7 @@ absl::Status DeviceProcess::ServiceBlock(BlockNumber block, const snurhac::Fault
   }
   PageMask fetched;
   for (const ClusterAction& action : *actions) {
-    if (action.tag != kTagFetch) continue;
+    if (action.tag != kActionFetch) continue;
     absl::StatusOr<std::string> bytes = FetchPages(action.device, block, action.pages);
     if (!bytes.ok()) return bytes.status();
     // Read-only where the plan maps for reading, read-write where writing.
@@ -311,10 +309,10 @@ absl::Status DeviceProcess::Serve(int process, ClusterMessage request) {
       if (!plan.ok()) return plan.status();
       std::vector<ClusterAction> actions;
       for (const snurhac::Downgrade& d : plan->downgrades) {
-        actions.push_back(ClusterAction{kTagDowngrade, d.device, d.block, d.pages});
+        actions.push_back(ClusterAction{kActionDowngrade, d.device, d.block, d.pages});
       }
       for (const snurhac::Fetch& f : plan->fetches) {
-        actions.push_back(ClusterAction{kTagFetch, f.from, block, f.pages});
+        actions.push_back(ClusterAction{kActionFetch, f.from, block, f.pages});
       }
       reply.read = plan->map_read;
       reply.write = plan->map_write;
@@ -328,7 +326,7 @@ absl::Status DeviceProcess::Serve(int process, ClusterMessage request) {
       if (!plan.ok()) return plan.status();
       std::vector<ClusterAction> actions;
       for (const snurhac::Unmap& u : plan->unmaps) {
-        actions.push_back(ClusterAction{kTagUnmap, u.device, u.block, u.pages});
+        actions.push_back(ClusterAction{kActionUnmap, u.device, u.block, u.pages});
       }
       reply.read = plan->unmap;
       reply.write = plan->write_back;
@@ -342,7 +340,7 @@ absl::Status DeviceProcess::Serve(int process, ClusterMessage request) {
       if (!downgrades.ok()) return downgrades.status();
       std::vector<ClusterAction> actions;
       for (const snurhac::Downgrade& d : *downgrades) {
-        actions.push_back(ClusterAction{kTagDowngrade, d.device, d.block, d.pages});
+        actions.push_back(ClusterAction{kActionDowngrade, d.device, d.block, d.pages});
       }
       reply.payload = EncodeActions(actions);
       return Reply(process, reply);
@@ -352,7 +350,7 @@ absl::Status DeviceProcess::Serve(int process, ClusterMessage request) {
       if (!unmaps.ok()) return unmaps.status();
       std::vector<ClusterAction> actions;
       for (const snurhac::Unmap& u : *unmaps) {
-        actions.push_back(ClusterAction{kTagUnmap, u.device, u.block, u.pages});
+        actions.push_back(ClusterAction{kActionUnmap, u.device, u.block, u.pages});
       }
       reply.payload = EncodeActions(actions);
       return Reply(process, reply);
@@ -381,6 +379,32 @@ absl::Status DeviceProcess::Serve(int process, ClusterMessage request) {
       if (request.value != 0) {
         Count([&](ClusterDeviceStats& s) { s.kernel_end_unmapped_pages += request.read.count(); });
       }
+      return Reply(process, reply);
+    }
+    case Kind::kAuditMasks: {
+      // Every descriptor this device owns, as masks per device.
+      std::vector<ClusterAction> actions;
+      for (BlockNumber b = 0; b * kPagesPerBlock < memory_->pages(); ++b) {
+        const snurhac::BlockDescriptor* descriptor = directory_.Find(b);
+        if (descriptor == nullptr) continue;
+        for (int d = 0; d < options_.devices; ++d) {
+          actions.push_back(ClusterAction{kActionMapped, d, b, descriptor->read_masks[d]});
+          actions.push_back(ClusterAction{kActionWritable, d, b, descriptor->write_masks[d]});
+        }
+      }
+      reply.payload = EncodeActions(actions);
+      return Reply(process, reply);
+    }
+    case Kind::kAuditPages: {
+      std::vector<ClusterAction> actions;
+      for (BlockNumber b = 0; b * kPagesPerBlock < memory_->pages(); ++b) {
+        absl::StatusOr<std::pair<PageMask, PageMask>> table = memory_->PageTable(b);
+        if (!table.ok()) return table.status();
+        if (table->first.none()) continue;
+        actions.push_back(ClusterAction{kActionMapped, options_.device, b, table->first});
+        actions.push_back(ClusterAction{kActionWritable, options_.device, b, table->second});
+      }
+      reply.payload = EncodeActions(actions);
       return Reply(process, reply);
     }
     default:

@@ -9,11 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -53,6 +56,8 @@ class Coordinator {
   absl::Status CarryOut(const std::vector<ClusterAction>& actions, bool kernel_end);
   absl::Status Launch(int index, UffdClusterResult& result);
   absl::Status EndKernel();
+  // Compares every device's page table with the owners' masks (verify).
+  absl::Status Audit(const std::string& when, UffdClusterResult& result);
   void Shutdown();
 
   const GridProgram& program_;
@@ -326,13 +331,66 @@ absl::Status Coordinator::EndKernel() {
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::Audit(const std::string& when, UffdClusterResult& result) {
+  // Per (device, block): the masks' mapped and writable pages, then the
+  // page table's.
+  std::map<std::pair<int, BlockNumber>, std::array<PageMask, 4>> pages;
+  auto collect = [&](Kind kind, int offset) -> absl::Status {
+    for (int device = 0; device < options_.devices; ++device) {
+      ClusterMessage request;
+      request.kind = kind;
+      request.device = snurhac::kHost;
+      absl::StatusOr<ClusterMessage> reply = clients_[device]->Call(request);
+      if (!reply.ok()) return reply.status();
+      absl::StatusOr<std::vector<ClusterAction>> actions = DecodeActions(reply->payload);
+      if (!actions.ok()) return actions.status();
+      for (const ClusterAction& action : *actions) {
+        pages[{action.device, action.block}][offset + (action.tag == kActionMapped ? 0 : 1)] =
+            action.pages;
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status status = collect(Kind::kAuditMasks, 0); !status.ok()) return status;
+  if (absl::Status status = collect(Kind::kAuditPages, 2); !status.ok()) return status;
+  for (const auto& [key, masks] : pages) {
+    const PageMask wrong = (masks[0] ^ masks[2]) | (masks[1] ^ masks[3]);
+    if (wrong.none()) continue;
+    if (result.audit_mismatches == 0 && result.first_mismatch.empty()) {
+      int page = 0;
+      while (!wrong.test(page)) ++page;
+      auto state = [&](const PageMask& mapped, const PageMask& writable) {
+        return !mapped.test(page) ? "unmapped" : writable.test(page) ? "read-write" : "read-only";
+      };
+      result.first_mismatch = absl::StrFormat(
+          "%s: device %d maps page %d (block %d) %s where the directory says %s", when, key.first,
+          FirstPageOfBlock(key.second) + page, key.second, state(masks[2], masks[3]),
+          state(masks[0], masks[1]));
+    }
+    result.audit_mismatches += wrong.count();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<UffdClusterResult> Coordinator::Run() {
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status status = Start(); !status.ok()) return status;
   UffdClusterResult result;
   for (int index = 0; index < static_cast<int>(program_.launches.size()); ++index) {
     if (absl::Status status = Launch(index, result); !status.ok()) return status;
+    const std::string kernel = absl::StrFormat("kernel %d (%s)", index,
+                                               program_.launches[index].name);
+    if (options_.verify) {
+      if (absl::Status status = Audit(kernel + ", at the barrier", result); !status.ok()) {
+        return status;
+      }
+    }
     if (absl::Status status = EndKernel(); !status.ok()) return status;
+    if (options_.verify) {
+      if (absl::Status status = Audit(kernel + ", after its unmaps", result); !status.ok()) {
+        return status;
+      }
+    }
   }
   ClusterMessage copy_out;
   copy_out.kind = Kind::kCopyOut;

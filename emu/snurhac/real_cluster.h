@@ -37,6 +37,10 @@ struct RealClusterResult {
   // Words of the final memory that differ from the sequential run (verify).
   uint64_t final_mismatches = 0;
   uint64_t checked_words = 0;
+  // Pages whose real mapping (a device's page table) differed from the
+  // directory's masks, at the kernel ends (verify): each kernel's barrier,
+  // before and after its unmaps.
+  uint64_t audit_mismatches = 0;
   std::string first_mismatch;  // empty if none
 };
 

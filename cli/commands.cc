@@ -791,7 +791,8 @@ const std::vector<Command>& Commands() {
        "SnuRHAC's directory protocol and prefetches by the chosen schemes (none, sp: static "
        "prefetching from MAPA's affine ranges, dp: dynamic prefetching, adjacent pages and "
        "page-level correlation, sp-dp: both), on the cluster sim (docs/snurhac.md). Prints a "
-       "row per program, scheme and device count.",
+       "row per program, scheme and device count. With --backend=uffd, runs plain SnuRHAC on "
+       "one process per device instead and prints each run beside the sim's.",
        std::vector<OptionSpec>{
            {"app", "NAME[:K=V]", "grid program, with parameters (gemm:scale=0.1); default: all of "
             "them", "", true},
@@ -815,7 +816,8 @@ const std::vector<Command>& Commands() {
             "own userfaultfd, over Unix sockets, next to the sim's counters (1 to 4 devices, "
             "scheme none; --scale defaults to 0.002 and --app to gemm and hotspot there)", "sim"},
            {"verify", "", "uffd: check every read and the final memory against the "
-            "sequential run", ""},
+            "sequential run, and every page table against the directory at kernel ends "
+            "(exit 1 on a mismatch)", ""},
            {"threads", "N", "uffd: worker threads per device", "2"},
            {"watchdog-s", "S", "uffd: fail when no device reports for this long", "60"},
            FormatOption(ClusterFormats()),

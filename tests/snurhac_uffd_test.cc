@@ -106,10 +106,14 @@ INSTANTIATE_TEST_SUITE_P(Programs, SnurhacUffdTest,
 // read whole again: the last kernel must see the second's writes, which
 // reach the device that read the other half only because the second
 // kernel's end unmapped its stale copy.
+// Pages each device writes of each array; small, since every fault is a
+// few round trips between processes, slow on a loaded machine.
+constexpr uint64_t kHalfPages = 8;
+
 std::unique_ptr<GridProgram> ReadWriteRead() {
   auto program = std::make_unique<GridProgram>();
   program->name = "read-write-read";
-  constexpr uint64_t kBytes = 64 * kPageSize;
+  constexpr uint64_t kBytes = 2 * kHalfPages * kPageSize;
   for (int i = 0; i < 2; ++i) {
     program->arrays.push_back(GridArray{i == 0 ? "X" : "Y", i * (64ull << 20), kBytes, true, true});
   }
@@ -148,17 +152,17 @@ TEST(SnurhacUffdInjectionTest, StaleReadersAreUnmappedAtKernelEnd) {
   EXPECT_EQ(good->read_mismatches, 0u) << good->first_mismatch;
   EXPECT_EQ(good->final_mismatches, 0u) << good->first_mismatch;
   EXPECT_EQ(good->audit_mismatches, 0u) << good->first_mismatch;
-  // Each device's copy of the half the other wrote: 32 pages of each array.
-  EXPECT_EQ(good->total.kernel_end_unmapped_pages, 2u * 2 * 32);
-  EXPECT_EQ(good->total.peer_fetch_bytes, 2u * 2 * 32 * kPageSize);
-  EXPECT_EQ(good->total.upgrades, 2u * 2 * 32);
+  // Each device's copy of the half the other wrote, of each array.
+  EXPECT_EQ(good->total.kernel_end_unmapped_pages, 2u * 2 * kHalfPages);
+  EXPECT_EQ(good->total.peer_fetch_bytes, 2u * 2 * kHalfPages * kPageSize);
+  EXPECT_EQ(good->total.upgrades, 2u * 2 * kHalfPages);
 
   const Holdings before;
   options.inject.skip_kernel_end_unmap = true;
   absl::StatusOr<UffdClusterResult> broken = RunUffdCluster(*program, options);
   ASSERT_TRUE(broken.ok()) << broken.status();
   // Each device reads the other's half from its stale copy.
-  EXPECT_EQ(broken->read_mismatches, 2u * 2 * 32 * kPageSize / 4);
+  EXPECT_EQ(broken->read_mismatches, 2u * 2 * kHalfPages * kPageSize / 4);
   // The audit saw it first: the page tables still map what the directory
   // unmapped, right after the second kernel's end.
   EXPECT_GT(broken->audit_mismatches, 0u);
@@ -180,9 +184,9 @@ TEST(SnurhacUffdInjectionTest, WritersAreDowngradedForReal) {
   ASSERT_TRUE(broken.ok()) << broken.status();
   // The third kernel only reads, so its launch downgrades each half's
   // writer (§6.4's read-only flag): skipped, each device's page table still
-  // lets it write its 32 pages of each array, which the audit finds at the
+  // lets it write its half of each array, which the audit finds at the
   // kernel's barrier and again after its (empty) unmaps.
-  EXPECT_EQ(broken->audit_mismatches, 2u * 2 * 2 * 32);
+  EXPECT_EQ(broken->audit_mismatches, 2u * 2 * 2 * kHalfPages);
   EXPECT_NE(broken->first_mismatch.find("kernel 2 (read_all), at the barrier: device 0 maps page"),
             std::string::npos)
       << broken->first_mismatch;

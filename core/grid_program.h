@@ -19,8 +19,9 @@
 // its truth as a function.
 //
 // Grid programs are built by generators in workloads/snurhac/ and run by
-// the cluster sim (emu/snurhac/cluster_sim.h), with no trace format of
-// their own: nothing else runs them yet (docs/snurhac.md says why).
+// the cluster sim (emu/snurhac/cluster_sim.h) and the uffd cluster
+// (backends/emu/uffd_cluster.h), with no trace format of their own: the
+// single-device backends do not run them (docs/snurhac.md says why).
 #ifndef UMLAB_CORE_GRID_PROGRAM_H_
 #define UMLAB_CORE_GRID_PROGRAM_H_
 

@@ -26,7 +26,7 @@ struct RealClusterRequest {
 };
 
 struct RealClusterResult {
-  int64_t wall_ns = 0;  // the launches to the end of the copy-out
+  int64_t wall_ns = 0;  // from starting the processes to the end of the copy-out
   int kernels = 0;
   int single_device_kernels = 0;
   // Counters as the sim's (ClusterDeviceStats), until the copy-out ends.

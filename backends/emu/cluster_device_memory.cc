@@ -210,10 +210,15 @@ absl::StatusOr<std::string> ClusterDeviceMemory::Read(BlockNumber block,
                                                       const PageMask& pages) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (absl::Status status = CheckMapped(block, pages, "serve"); !status.ok()) return status;
-  std::string out;
-  out.reserve(MaskBytes(pages));
+  // Word by word with relaxed atomic loads: a writer's threads may be
+  // storing into a page it serves to a reader (a read fault does not
+  // downgrade the writer), and each word must come whole, old or new.
+  std::string out(MaskBytes(pages), '\0');
+  auto* to = reinterpret_cast<uint32_t*>(out.data());
   ForEachPageRun(pages, [&](int start, int count) {
-    out.append(PageAddress(base_, block, start), static_cast<uint64_t>(count) * kPageSize);
+    const auto* from = reinterpret_cast<const uint32_t*>(PageAddress(base_, block, start));
+    const uint64_t words = static_cast<uint64_t>(count) * kPageSize / sizeof(uint32_t);
+    for (uint64_t i = 0; i < words; ++i) *to++ = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
   });
   return out;
 }

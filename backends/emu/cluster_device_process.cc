@@ -443,16 +443,19 @@ absl::StatusOr<ClusterMessage> DeviceProcess::RunKernel(int index) {
   std::atomic<uint64_t> mismatches{0};
   std::mutex first_mutex;
   std::string first_mismatch;
-  auto* words = reinterpret_cast<volatile uint32_t*>(memory_->base());
+  // Relaxed atomics: plain loads and stores on x86, and what they are to a
+  // race detector, since one device's threads may read words its other
+  // threads write in the same kernel (gemm's C), as a GPU's blocks may.
+  auto* words = reinterpret_cast<uint32_t*>(memory_->base());
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < pieces.size(); i = next.fetch_add(1)) {
       const WorkPiece& piece = pieces[i];
       for (uint64_t word = piece.first; word < piece.end; ++word) {
         if (piece.write) {
-          words[word] = WordValue(index, word);
+          __atomic_store_n(&words[word], WordValue(index, word), __ATOMIC_RELAXED);
           continue;
         }
-        const uint32_t seen = words[word];
+        const uint32_t seen = __atomic_load_n(&words[word], __ATOMIC_RELAXED);
         if (reference_.ReadAllowed(word, seen)) continue;
         if (mismatches.fetch_add(1) == 0) {
           std::lock_guard<std::mutex> lock(first_mutex);

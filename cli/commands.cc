@@ -20,6 +20,7 @@
 #include "cli/regress.h"
 #include "cli/run_defaults.h"
 #include "cli/snurhac_report.h"
+#include "cli/text_table.h"
 #include "cli/spec_check.h"
 #include "cli/sweep.h"
 #include "cli/sweep_merge.h"
@@ -33,6 +34,7 @@
 #include "emu/device_presets.h"
 #include "emu/g10_config.h"
 #include "emu/snurhac/cluster_config.h"
+#include "emu/snurhac/real_cluster.h"
 #include "workloads/grid_workload.h"
 #include "workloads/workload.h"
 
@@ -440,11 +442,108 @@ std::optional<Failure> DevicesCommand(const Context& ctx) {
   return std::nullopt;
 }
 
+// `umlab snurhac --backend=uffd`: the cluster on real processes
+// (emu/snurhac/real_cluster.h), each run next to the sim's at the same
+// scale, scheme none and unlimited memory, so that the counters compare.
+std::optional<Failure> SnurhacRealCommand(const Context& ctx, const std::string& backend,
+                                          const DeviceConfig& device) {
+  const snurhac::RealClusterRunner* runner = snurhac::FindRealClusterRunner(backend);
+  if (runner == nullptr) {
+    return Usage(absl::InvalidArgumentError(absl::StrFormat(
+        "--backend takes sim or uffd for umlab snurhac, not '%s'", backend)));
+  }
+  if (ctx.args.GetOr("schemes", "none") != "none" || ctx.args.Has("capacity") ||
+      ctx.args.GetOr("format", "table") != "table") {
+    return Usage(absl::InvalidArgumentError(
+        "--backend=uffd runs demand paging (--schemes=none) with unlimited device memory and "
+        "prints a table; drop --schemes, --capacity and --format"));
+  }
+  snurhac::RealClusterRequest request;
+  request.verify = ctx.args.Has("verify");
+  if (!absl::SimpleAtoi(ctx.args.GetOr("threads", "2"), &request.threads) ||
+      request.threads < 1 || request.threads > 64 ||
+      !absl::SimpleAtoi(ctx.args.GetOr("watchdog-s", "60"), &request.watchdog_s) ||
+      request.watchdog_s < 1) {
+    return Usage(absl::InvalidArgumentError(
+        "--threads takes 1 to 64 worker threads per device, --watchdog-s a whole number of "
+        "seconds >= 1"));
+  }
+  std::vector<int> device_counts;
+  for (absl::string_view item : absl::StrSplit(ctx.args.GetOr("devices", "1,2,4"), ',')) {
+    int count = 0;
+    if (!absl::SimpleAtoi(item, &count) || count < 1 || count > 4) {
+      return Usage(absl::InvalidArgumentError(absl::StrFormat(
+          "--backend=uffd runs 1 to 4 device processes, such as --devices=1,2,4; not '%s'",
+          item)));
+    }
+    device_counts.push_back(count);
+  }
+  std::vector<std::string> apps = ctx.args.GetAll("app");
+  if (apps.empty()) apps = {"gemm", "hotspot"};
+  const std::string scale = ctx.args.GetOr("scale", "0.002");
+  snurhac::ClusterConfig config;
+  config.device = device;
+  auto mib = [](uint64_t bytes) { return absl::StrFormat("%.2f", bytes / 1048576.0); };
+  std::vector<std::vector<std::string>> rows = {
+      {"program", "devices", "run", "time ms", "faults", "faulted pages", "lock waits",
+       "host MiB", "zero-filled MiB", "peer MiB", "upgrades", "downgrades", "end unmaps",
+       "write-back MiB", "verify"}};
+  auto add_row = [&](const std::string& app, int count, const std::string& run, double ms,
+                     const snurhac::ClusterDeviceStats& t, const std::string& verify) {
+    rows.push_back({app, absl::StrCat(count), run, absl::StrFormat("%.1f", ms),
+                    absl::StrCat(t.faults), absl::StrCat(t.faulted_pages),
+                    absl::StrCat(t.lock_waits), mib(t.host_fetch_bytes),
+                    mib(t.zero_filled_bytes), mib(t.peer_fetch_bytes), absl::StrCat(t.upgrades),
+                    absl::StrCat(t.downgrades), absl::StrCat(t.kernel_end_unmapped_pages),
+                    mib(t.write_back_bytes), verify});
+  };
+  bool mismatched = false;
+  for (std::string app : apps) {
+    if (!absl::StrContains(app, "scale=")) {
+      absl::StrAppend(&app, absl::StrContains(app, ':') ? "," : ":", "scale=", scale);
+    }
+    absl::StatusOr<std::shared_ptr<const GridProgram>> program =
+        MakeGridProgram(app, device.compute);
+    if (!program.ok()) return Usage(program.status());
+    for (int count : device_counts) {
+      request.devices = count;
+      absl::StatusOr<snurhac::RealClusterResult> real = (*runner)(**program, request);
+      if (!real.ok()) return RunFailed(real.status());
+      std::string verify = "off";
+      if (request.verify) {
+        const uint64_t bad =
+            real->read_mismatches + real->final_mismatches + real->audit_mismatches;
+        verify = bad == 0 ? absl::StrFormat("ok (%d words)", real->checked_words)
+                          : absl::StrFormat("%d MISMATCHES: %s", bad, real->first_mismatch);
+        mismatched = mismatched || bad != 0;
+      }
+      add_row(app, count, backend, real->wall_ns / 1e6, real->total, verify);
+      absl::StatusOr<ClusterCaseResult> sim =
+          RunClusterCase(ClusterCase{*program, count, SnurhacScheme::kNone,
+                                     "snurhac-correlation", config});
+      if (!sim.ok()) return RunFailed(sim.status());
+      add_row(app, count, "sim", sim->result.time_ns / 1e6, sim->result.total, "");
+    }
+  }
+  ctx.out << RenderTextTable(rows, 3);
+  if (mismatched) {
+    return Failure{kExitFailure, "the uffd cluster's memory differs from the sequential run"};
+  }
+  return std::nullopt;
+}
+
 // `umlab snurhac`: SnuRHAC's cluster runs, a row per program, scheme and
 // device count.
 std::optional<Failure> SnurhacCommand(const Context& ctx) {
   absl::StatusOr<DeviceConfig> device = ResolveDevice(ctx.args, kDefaultDevice);
   if (!device.ok()) return Usage(device.status());
+  if (const std::string backend = ctx.args.GetOr("backend", "sim"); backend != "sim") {
+    return SnurhacRealCommand(ctx, backend, *device);
+  }
+  if (ctx.args.Has("verify") || ctx.args.Has("threads") || ctx.args.Has("watchdog-s")) {
+    return Usage(absl::InvalidArgumentError(
+        "--verify, --threads and --watchdog-s are for --backend=uffd"));
+  }
   absl::StatusOr<const OutputFormat<std::vector<ClusterCaseResult>>*> format =
       FindFormat(ClusterFormats(), ctx.args.GetOr("format", ClusterFormats().front().name));
   if (!format.ok()) return Usage(format.status());
@@ -692,7 +791,8 @@ const std::vector<Command>& Commands() {
        "SnuRHAC's directory protocol and prefetches by the chosen schemes (none, sp: static "
        "prefetching from MAPA's affine ranges, dp: dynamic prefetching, adjacent pages and "
        "page-level correlation, sp-dp: both), on the cluster sim (docs/snurhac.md). Prints a "
-       "row per program, scheme and device count.",
+       "row per program, scheme and device count. With --backend=uffd, runs plain SnuRHAC on "
+       "one process per device instead and prints each run beside the sim's.",
        std::vector<OptionSpec>{
            {"app", "NAME[:K=V]", "grid program, with parameters (gemm:scale=0.1); default: all of "
             "them", "", true},
@@ -712,6 +812,14 @@ const std::vector<Command>& Commands() {
            {"network-latency-us", "X", "one network message or transfer's latency (an "
             "assumption)", "1"},
            {"check-invariants", "", "check the coherence invariants after every step (slow)", ""},
+           {"backend", "NAME", "sim (virtual time), or uffd: one process per device with its "
+            "own userfaultfd, over Unix sockets, next to the sim's counters (1 to 4 devices, "
+            "scheme none; --scale defaults to 0.002 and --app to gemm and hotspot there)", "sim"},
+           {"verify", "", "uffd: check every read and the final memory against the "
+            "sequential run, and every page table against the directory at kernel ends "
+            "(exit 1 on a mismatch)", ""},
+           {"threads", "N", "uffd: worker threads per device", "2"},
+           {"watchdog-s", "S", "uffd: fail when no device reports for this long", "60"},
            FormatOption(ClusterFormats()),
            JobsOption()},
        SnurhacCommand},

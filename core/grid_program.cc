@@ -119,4 +119,19 @@ int GridArrayLayout::Add(std::string name, uint64_t bytes, bool copied_in, bool 
   return static_cast<int>(program_.arrays.size()) - 1;
 }
 
+PageMask PagesOfArray(const GridArray& array, BlockNumber block) {
+  const uint64_t begin = block * kBlockSize, end = begin + kBlockSize;
+  const uint64_t from = std::max(begin, array.address);
+  const uint64_t to = std::min(end, array.address + array.bytes);
+  if (to <= from) return PageMask();
+  return PageRangeMask(PageIndexInBlock(PageOfAddress(from)),
+                       static_cast<int>(PagesSpanned(from, to - from)));
+}
+
+PageMask PagesOfArrays(const GridProgram& program, BlockNumber block) {
+  PageMask pages;
+  for (const GridArray& array : program.arrays) pages |= PagesOfArray(array, block);
+  return pages;
+}
+
 }  // namespace umlab

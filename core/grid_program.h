@@ -19,8 +19,9 @@
 // its truth as a function.
 //
 // Grid programs are built by generators in workloads/snurhac/ and run by
-// the cluster sim (emu/snurhac/cluster_sim.h), with no trace format of
-// their own: nothing else runs them yet (docs/snurhac.md says why).
+// the cluster sim (emu/snurhac/cluster_sim.h) and the uffd cluster
+// (backends/emu/uffd_cluster.h), with no trace format of their own: the
+// single-device backends do not run them (docs/snurhac.md says why).
 #ifndef UMLAB_CORE_GRID_PROGRAM_H_
 #define UMLAB_CORE_GRID_PROGRAM_H_
 
@@ -35,6 +36,7 @@
 #include "core/byte_range.h"
 #include "core/event.h"
 #include "core/memory_units.h"
+#include "core/page_mask.h"
 #include "core/thread_grid.h"
 
 namespace umlab {
@@ -111,6 +113,11 @@ std::optional<std::vector<ByteRange>> EstimatedBytes(const GridProgram& program,
                                                      const GridKernel& kernel,
                                                      const GridAccess& access,
                                                      const GridShare& blocks);
+
+// The pages of `block` that `array` covers.
+PageMask PagesOfArray(const GridArray& array, BlockNumber block);
+// The pages of `block` that any of the program's arrays covers.
+PageMask PagesOfArrays(const GridProgram& program, BlockNumber block);
 
 // Lays arrays out one after another from address 0, each 2 MB aligned,
 // and returns their indices in `program.arrays`; the builder helper every

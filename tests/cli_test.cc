@@ -297,7 +297,12 @@ TEST(CliTest, SnurhacRunsGridProgramsOnSeveralDevices) {
        {std::vector<std::string>{"snurhac", "--devices=33"},
         std::vector<std::string>{"snurhac", "--schemes=fast"},
         std::vector<std::string>{"snurhac", "--app=nope"},
-        std::vector<std::string>{"snurhac", "--correlation=nope"}}) {
+        std::vector<std::string>{"snurhac", "--correlation=nope"},
+        // The uffd cluster's limits (snurhac_uffd_test runs it).
+        std::vector<std::string>{"snurhac", "--backend=uffd", "--devices=5"},
+        std::vector<std::string>{"snurhac", "--backend=uffd", "--schemes=sp"},
+        std::vector<std::string>{"snurhac", "--backend=nope"},
+        std::vector<std::string>{"snurhac", "--verify"}}) {
     const Outcome outcome = Umlab(bad);
     EXPECT_EQ(outcome.code, kExitUsage) << bad[1];
     EXPECT_TRUE(IsOneLine(outcome.err)) << outcome.err;

@@ -115,6 +115,11 @@ absl::StatusOr<int> OpenDeviceFile(const std::string& directory) {
 
 }  // namespace
 
+absl::StatusOr<int> UffdDevice::OpenDescriptor() {
+  absl::MutexLock lock(&opener_mu);
+  return OpenUserfaultfd(TestOpener() ? TestOpener() : UffdDevice::Opener(RealOpen));
+}
+
 void UffdDevice::SetOpenerForTesting(Opener opener) {
   absl::MutexLock lock(&opener_mu);
   TestOpener() = std::move(opener);
@@ -128,9 +133,7 @@ absl::StatusOr<std::unique_ptr<UffdDevice>> UffdDevice::Create(const Options& op
 
 absl::Status UffdDevice::Init() {
   {
-    absl::MutexLock lock(&opener_mu);
-    absl::StatusOr<int> fd =
-        OpenUserfaultfd(TestOpener() ? TestOpener() : UffdDevice::Opener(RealOpen));
+    absl::StatusOr<int> fd = OpenDescriptor();
     if (!fd.ok()) return fd.status();
     uffd_ = *fd;
   }

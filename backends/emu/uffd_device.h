@@ -106,6 +106,10 @@ class UffdDevice {
   // userfaultfd gives.
   using Opener = std::function<int(bool device_node)>;
   static void SetOpenerForTesting(Opener opener);  // nullptr: the real one
+  // A userfaultfd descriptor (O_CLOEXEC | O_NONBLOCK, user-mode faults), or
+  // the one-line error Create gives; for other users of userfaultfd (the
+  // uffd cluster's device processes).
+  static absl::StatusOr<int> OpenDescriptor();
 
   // Fails with a one-line, actionable message when userfaultfd is not
   // available to this process.

@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "core/access_pace.h"
-#include "emu/snurhac/execution_mode.h"
-#include "emu/snurhac/grid_split.h"
+#include "emu/snurhac/launch_plan.h"
 
 namespace umlab::snurhac::internal {
 
@@ -111,54 +109,19 @@ absl::Status ClusterRun::RunUntil(const Done& done, const char* phase) {
 // --- Kernels -------------------------------------------------------------------
 
 PageMask ClusterRun::ArrayPages(BlockNumber block) const {
-  const uint64_t begin = block * kBlockSize, end = begin + kBlockSize;
-  PageMask pages;
-  for (const GridArray& array : program_.arrays) {
-    const uint64_t from = std::max(begin, array.address);
-    const uint64_t to = std::min(end, array.address + array.bytes);
-    if (to <= from) continue;
-    const int first = PageIndexInBlock(PageOfAddress(from));
-    pages |= PageRangeMask(first, static_cast<int>(PagesSpanned(from, to - from)));
-  }
-  return pages;
+  return PagesOfArrays(program_, block);
 }
 
 absl::Status ClusterRun::Launch(const GridKernel& kernel) {
   exec_id_ = kernel.exec_id;
   ++result_.kernels;
-  absl::StatusOr<GridSplit> split = SplitGrid(kernel.grid, config_.devices);
-  if (!split.ok()) return split.status();
-  std::vector<GridShare> shares = split->shares;
-  if (config_.devices > 1) {
-    // §6.4: the launch computes each device's write ranges from MAPA's
-    // view; writes MAPA cannot analyse are unknown to it and not counted.
-    LaunchSharing sharing;
-    sharing.uses_atomics = kernel.uses_atomics();
-    sharing.write_ranges.resize(config_.devices);
-    for (int device = 0; device < config_.devices; ++device) {
-      for (const GridAccess& access : kernel.accesses) {
-        if (access.access == AccessType::kRead) continue;
-        std::optional<std::vector<ByteRange>> ranges =
-            EstimatedBytes(program_, kernel, access, shares[device]);
-        if (!ranges.has_value()) continue;
-        std::vector<ByteRange>& out = sharing.write_ranges[device];
-        out.insert(out.end(), ranges->begin(), ranges->end());
-      }
-    }
-    if (ChooseExecutionMode(sharing) == ExecutionMode::kSingleDevice) {
-      ++result_.single_device_kernels;
-      for (GridShare& share : shares) share.extent = Dim3{0, 0, 0};
-      shares[0] = GridShare{Dim3{0, 0, 0}, kernel.grid};
-    }
-  }
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch(program_, kernel, config_.devices);
+  if (!plan.ok()) return plan.status();
+  const std::vector<GridShare>& shares = plan->shares;
+  if (plan->single_device) ++result_.single_device_kernels;
   // §6.4: the read-only flag for the arrays the kernel uses, by whether it
   // only reads them.
-  std::map<int, bool> read_only;
-  for (const GridAccess& access : kernel.accesses) {
-    auto [it, inserted] = read_only.try_emplace(access.array, true);
-    if (access.access != AccessType::kRead) it->second = false;
-  }
-  for (const auto& [array_index, only_read] : read_only) {
+  for (const auto& [array_index, only_read] : plan->read_only_arrays) {
     const GridArray& array = program_.arrays[array_index];
     for (BlockNumber block = BlockOfAddress(array.address);
          block <= BlockOfAddress(array.address + array.bytes - 1); ++block) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,12 @@ int CountLines(const char* file) {
   return count;
 }
 
-// What this process holds: descriptors, mappings, children.
+// What this process holds: descriptors, mappings, children. The mappings
+// are only comparable once the process has run a cluster: glibc keeps the
+// stacks of joined threads (up to 40 MB) and one malloc arena per thread
+// that ran at once, mapped for the next. So each test takes its snapshot
+// after a first run with as many devices as it will use; a run that leaks
+// a mapping leaks it again after that.
 struct Holdings {
   int fds = CountEntries("/proc/self/fd");
   int maps = CountLines("/proc/self/maps");
@@ -76,8 +82,9 @@ class SnurhacUffdTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(SnurhacUffdTest, EveryReadAndTheFinalMemoryMatchTheSequentialRun) {
   std::unique_ptr<GridProgram> program = Program(GetParam());
   ASSERT_NE(program, nullptr);
-  for (int devices : {1, 2, 4}) {
-    const Holdings before;
+  std::optional<Holdings> after_first_run;
+  for (int devices : {4, 1, 2}) {  // the most threads first (Holdings says why)
+    const Holdings before = after_first_run.value_or(Holdings{});
     UffdClusterOptions options;
     options.devices = devices;
     absl::StatusOr<UffdClusterResult> result = RunUffdCluster(*program, options);
@@ -94,7 +101,12 @@ TEST_P(SnurhacUffdTest, EveryReadAndTheFinalMemoryMatchTheSequentialRun) {
       EXPECT_EQ(result->total.peer_fetch_bytes, 0u);
       EXPECT_EQ(result->total.lock_waits, 0u);
     }
-    ExpectNothingLeft(before);
+    if (after_first_run.has_value()) {
+      ExpectNothingLeft(before);
+    } else {
+      EXPECT_EQ(Holdings{}.fds, before.fds);
+      after_first_run.emplace();
+    }
   }
 }
 
@@ -197,9 +209,10 @@ TEST(SnurhacUffdInjectionTest, WritersAreDowngradedForReal) {
 
 TEST(SnurhacUffdInjectionTest, ADyingDeviceFailsTheRunInOneLine) {
   const std::unique_ptr<GridProgram> program = ReadWriteRead();
-  const Holdings before;
   UffdClusterOptions options;
   options.devices = 2;
+  ASSERT_TRUE(RunUffdCluster(*program, options).ok());
+  const Holdings before;
   options.crash_device_for_testing = true;
   absl::StatusOr<UffdClusterResult> result = RunUffdCluster(*program, options);
   ASSERT_FALSE(result.ok());

@@ -8,12 +8,17 @@
 # Prints the machine (topology, peers) and a summary table; writes one JSON
 # report per program and their logs to OUT_DIR. Each program is cut off
 # after UMLAB_CLUSTER_TIMEOUT seconds (default 90), so that the whole run
-# stays within about 8 minutes. The sim's prediction for the same runs is
-# the command printed at the end (deterministic: run it on any machine).
+# stays within about 8 minutes. UMLAB_CLUSTER_DEVICE_PARAM overrides the
+# h200 preset the programs' compute times come from ("hbm_gbps=3350" for
+# H100 SXM cards). The sim's prediction for the same runs is the command
+# printed at the end (deterministic: run it on any machine).
 set -uo pipefail
 bin=${1:-$(cd "$(dirname "$0")" && pwd)}
 out=${2:-${OUT:-.}}
 limit=${UMLAB_CLUSTER_TIMEOUT:-90}
+# Preset overrides for the programs' compute times, e.g. "hbm_gbps=3350" on
+# H100 SXM cards; the sim command printed at the end takes the same.
+params=${UMLAB_CLUSTER_DEVICE_PARAM:-}
 export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
 mkdir -p "$out"
 nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
@@ -23,7 +28,8 @@ apps="gemm hotspot tpacf lavamd"
 for app in $apps; do
   start=$(date +%s)
   timeout "$limit" "$bin/umlab_cuda_cluster" --app="$app:scale=1" --devices=1,2 \
-    --schemes=none,sp --device=h200 --json="$out/$app.json" > "$out/$app.txt" 2> "$out/$app.log"
+    --schemes=none,sp --device=h200 ${params:+"--device-param=$params"} \
+    --json="$out/$app.json" > "$out/$app.txt" 2> "$out/$app.log"
   code=$?
   echo "$app: exit $code in $(( $(date +%s) - start )) s" | tee -a "$out/cluster.log"
   [ $code -eq 0 ] || tail -3 "$out/$app.log"
@@ -37,5 +43,6 @@ done | tee "$out/summary.txt"
 cat <<SIM
 The cluster sim's prediction for the same runs (docs/snurhac.md):
   umlab snurhac --app=gemm --app=hotspot --app=tpacf --app=lavamd --devices=1,2 \\
-    --schemes=none,sp --device=h200 --capacity=80GiB --devices-per-node=2
+    --schemes=none,sp --device=h200 --capacity=80GiB --devices-per-node=2 \
+    ${params:+--device-param=$params}
 SIM

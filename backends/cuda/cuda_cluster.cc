@@ -39,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: umlab_cuda_cluster [--app=NAME[:K=V]]... [--scale=X] [--devices=1,2] "
     "[--schemes=none,sp] [--read-mostly=on|off] [--cupti=on|off] [--device=PRESET] "
+    "[--device-param=K=V]... "
     "[--format=text|json] [--json=FILE]\n"
     "  Runs SnuRHAC's grid programs on the GPUs of this machine (managed memory, peer access)\n"
     "  and on one GPU with explicit copies (the baseline). --app: a grid program, repeatable\n"
@@ -46,8 +47,8 @@ constexpr const char* kUsage =
     "  to all); --schemes: none (demand paging) and sp (static prefetching); --read-mostly:\n"
     "  cudaMemAdviseSetReadMostly on arrays a kernel only reads (default on); --cupti: count\n"
     "  faults and bytes moved (default on); --device: the preset giving the programs' compute\n"
-    "  times and issuers, as for umlab snurhac (default h200); --json: also write the JSON\n"
-    "  report to FILE. docs/snurhac.md.\n";
+    "  times and issuers, as for umlab snurhac (default h200), with --device-param overrides;\n"
+    "  --json: also write the JSON report to FILE. docs/snurhac.md.\n";
 
 Nanos Since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
@@ -76,6 +77,7 @@ struct Options {
   bool read_mostly = true;
   bool cupti = true;
   std::string preset = "h200";
+  std::vector<std::string> device_params;  // K=V overrides of the preset
   bool json = false;
   std::string json_file;  // also writes the JSON here
 };
@@ -691,6 +693,8 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
       options.cupti = value == "on";
     } else if (key == "--device") {
       options.preset = value;
+    } else if (key == "--device-param" && !value.empty()) {
+      options.device_params.push_back(value);
     } else if (key == "--format" && (value == "text" || value == "json")) {
       options.json = value == "json";
     } else if (key == "--json" && !value.empty()) {
@@ -733,6 +737,10 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return fail(options.status(), 2);
   absl::StatusOr<DeviceConfig> preset = DevicePreset(options->preset);
   if (!preset.ok()) return fail(preset.status(), 2);
+  for (const std::string& overrides : options->device_params) {
+    preset = ApplyDeviceOverrides(*preset, overrides);
+    if (!preset.ok()) return fail(preset.status(), 2);
+  }
   // The programs first: a bad name fails before any GPU is touched.
   std::vector<std::pair<std::string, std::unique_ptr<GridProgram>>> programs;
   for (std::string app : options->apps) {

@@ -638,27 +638,30 @@ std::string Text(const Machine& machine, const std::vector<ProgramReport>& progr
                           p.enabled ? "enabled" : (p.can_access ? "not enabled" : "unsupported"),
                           p.performance_rank, p.native_atomics ? "yes" : "no");
   }
-  absl::StrAppendFormat(&text, "%-22s %3s %-8s %10s %8s %9s %9s %10s %10s %10s %4s\n", "program",
-                        "dev", "scheme", "wall ms", "speedup", "kern ms", "max dev", "faults",
-                        "h2d MB", "d2d MB", "1dev");
+  absl::StrAppendFormat(&text, "%-22s %3s %-8s %10s %8s %9s %9s %10s %10s %10s %10s %4s\n",
+                        "program", "dev", "scheme", "wall ms", "speedup", "kern ms", "max dev",
+                        "faults", "h2d MB", "d2h MB", "d2d MB", "1dev");
   auto row = [&](const std::string& app, const RunResult& run, Nanos baseline) {
     Nanos device = 0;
     for (const KernelTimes& kernel : run.kernels) {
       device += *std::max_element(kernel.device_ns.begin(), kernel.device_ns.end());
     }
-    uint64_t faults = 0, h2d = 0, d2d = 0;
+    uint64_t faults = 0, h2d = 0, d2h = 0, d2d = 0;
     for (uint64_t v : run.cupti.faults) faults += v;
     for (uint64_t v : run.cupti.h2d) h2d += v;
+    for (uint64_t v : run.cupti.d2h) d2h += v;
     for (const auto& r : run.cupti.d2d) {
       for (uint64_t v : r) d2d += v;
     }
     const bool counted = run.cupti.available;
-    absl::StrAppendFormat(&text, "%-22s %3d %-8s %10.1f %8.3f %9.1f %9.1f %10s %10s %10s %4d\n",
+    absl::StrAppendFormat(&text,
+                          "%-22s %3d %-8s %10.1f %8.3f %9.1f %9.1f %10s %10s %10s %10s %4d\n",
                           app, run.devices, run.scheme, run.wall_ns / 1e6,
                           double(baseline) / double(std::max<Nanos>(1, run.wall_ns)),
                           run.kernels_ns / 1e6, device / 1e6,
                           counted ? absl::StrCat(faults) : "-",
                           counted ? absl::StrFormat("%.1f", h2d / 1e6) : "-",
+                          counted ? absl::StrFormat("%.1f", d2h / 1e6) : "-",
                           counted ? absl::StrFormat("%.1f", d2d / 1e6) : "-",
                           run.single_device_kernels);
   };

@@ -107,9 +107,10 @@ absl::StatusOr<std::vector<ClusterLaunch>> PlanClusterLaunches(
       const std::vector<snurhac::PageRun> runs = snurhac::SharePageRuns(program, kernel, share);
       device.ranges = ToDeviceRanges(runs, options.base);
       for (const snurhac::PageRun& run : runs) device.accesses += run.count;
-      device.compute_ns = share.empty() ? 0 : snurhac::ShareComputeNs(kernel, share);
+      device.compute_ns = snurhac::ShareComputeNs(kernel, share);
       device.pace = PaceOf(device.compute_ns, device.accesses, options.streams);
-      if (options.scheme == ClusterScheme::kStatic && !share.empty()) {
+      // As in the sim, a share that touches nothing queues no prefetches.
+      if (options.scheme == ClusterScheme::kStatic && device.accesses > 0) {
         device.prefetch =
             WholePagesMerged(snurhac::StaticPrefetchRanges(program, kernel, share), options.base);
       }

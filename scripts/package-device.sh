@@ -11,16 +11,20 @@ out=.device
 rm -rf "$out"
 mkdir -p "$out/lib"
 for binary in cli/umlab tests/cuda_backend_test backends/cuda/umlab_cuda_calibrate \
-              backends/cuda/umlab_cuda_probe backends/cuda/umlab_remote_probe; do
+              backends/cuda/umlab_cuda_probe backends/cuda/umlab_remote_probe \
+              backends/cuda/umlab_cuda_cluster; do
   cp "$build/$binary" "$out/"
   strip "$out/$(basename "$binary")"
 done
 cp bench/cuda_matrix.sh bench/fidelity.sh "$out/"
+# SnuRHAC on every GPU of the machine (docs/snurhac.md, "The cuda run").
+cp bench/cuda_cluster.sh "$out/cluster.sh"
 # The PyTorch launcher and its native library (PYTHONPATH=.device/python).
 mkdir -p "$out/python"
 cp -r "$build/python/umlab_torch" "$out/python/"
 strip "$out/python/umlab_torch/libumlab_torch.so"
-for binary in "$out"/umlab "$out"/cuda_backend_test "$out/python/umlab_torch/libumlab_torch.so"; do
+for binary in "$out"/umlab "$out"/cuda_backend_test "$out"/umlab_cuda_cluster \
+              "$out/python/umlab_torch/libumlab_torch.so"; do
   ldd "$binary" | awk '/=> \// {print $3}' |
     grep -E 'libabsl|libzstd|liburing|libyaml-cpp|libcudart|libcupti' | xargs -r -I{} cp -L {} "$out/lib/"
 done

@@ -1,12 +1,14 @@
 #include "backends/cuda/cupti_fault_stream.h"
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -63,14 +65,20 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
       case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING:
         out.kind = UnifiedMemoryRecord::Kind::kThrottling;
         break;
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOD:
+        out.kind = UnifiedMemoryRecord::Kind::kBytesDeviceToDevice;
+        break;
       default:
         continue;
     }
     out.address = um->address;
     out.value = um->value;
     out.start_ns = um->start;
+    out.source = um->srcId;
+    out.destination = um->dstId;
     const bool transfer = out.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
-                          out.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost;
+                          out.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost ||
+                          out.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToDevice;
     if (transfer && um->flags <= CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_ACCESS_COUNTERS) {
       out.cause = static_cast<UnifiedMemoryRecord::Cause>(um->flags);
     }
@@ -106,6 +114,7 @@ const char* KindName(UnifiedMemoryRecord::Kind kind) {
     case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: return "d2h";
     case UnifiedMemoryRecord::Kind::kThrashing: return "thrashing";
     case UnifiedMemoryRecord::Kind::kThrottling: return "throttling";
+    case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice: return "d2d";
   }
   return "unknown";
 }
@@ -124,7 +133,8 @@ const char* CauseName(UnifiedMemoryRecord::Cause cause) {
 
 absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int device,
                                                                          size_t buffer_size,
-                                                                         bool kernel_times) {
+                                                                         bool kernel_times,
+                                                                         bool all_devices) {
   if (active.exchange(true)) {
     return absl::FailedPreconditionError("only one CUPTI fault stream may run at a time");
   }
@@ -138,27 +148,63 @@ absl::StatusOr<std::unique_ptr<CuptiFaultStream>> CuptiFaultStream::Start(int de
   dropped_records = 0;
   // The first three are what the backend needs; thrashing and throttling
   // tell what the driver's own heuristics did, and are left out where the
-  // driver cannot report them.
-  constexpr int kNeeded = 3, kAll = 5;
-  CUpti_ActivityUnifiedMemoryCounterConfig config[kAll] = {};
+  // driver cannot report them. Transfers between GPUs only matter to a
+  // stream for all devices.
+  constexpr int kNeeded = 3, kSingle = 5, kAll = 6;
   const CUpti_ActivityUnifiedMemoryCounterKind kinds[kAll] = {
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING,
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING};
-  for (int i = 0; i < kAll; ++i) {
-    config[i].scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE;
-    config[i].kind = kinds[i];
-    config[i].deviceId = static_cast<uint32_t>(device);
-    config[i].enable = 1;
-  }
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOD};
+  // The configurations to try, in order: one entry per kind for `devices`
+  // devices under `scope` (deviceId is ignored for all devices).
+  auto configure = [&](CUpti_ActivityUnifiedMemoryCounterScope scope, int kind_count,
+                       const std::vector<int>& devices) {
+    std::vector<CUpti_ActivityUnifiedMemoryCounterConfig> config;
+    for (int id : devices) {
+      for (int i = 0; i < kind_count; ++i) {
+        CUpti_ActivityUnifiedMemoryCounterConfig entry = {};
+        entry.scope = scope;
+        entry.kind = kinds[i];
+        entry.deviceId = static_cast<uint32_t>(id);
+        entry.enable = 1;
+        config.push_back(entry);
+      }
+    }
+    return cuptiActivityConfigureUnifiedMemoryCounter(config.data(),
+                                                      static_cast<uint32_t>(config.size()));
+  };
   std::unique_ptr<CuptiFaultStream> stream(new CuptiFaultStream());
   absl::Status status = Check(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
                               "cuptiActivityRegisterCallbacks");
-  if (status.ok() && cuptiActivityConfigureUnifiedMemoryCounter(config, kAll) != CUPTI_SUCCESS) {
-    status = Check(cuptiActivityConfigureUnifiedMemoryCounter(config, kNeeded),
-                   "cuptiActivityConfigureUnifiedMemoryCounter");
+  if (status.ok()) {
+    CUptiResult result = CUPTI_ERROR_UNKNOWN;
+    if (all_devices) {
+      int count = 0;
+      if (cudaGetDeviceCount(&count) != cudaSuccess) count = 1;
+      std::vector<int> every(count);
+      for (int id = 0; id < count; ++id) every[id] = id;
+      result = configure(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES, kAll,
+                         {device});
+      if (result != CUPTI_SUCCESS) {
+        result = configure(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                           kAll, every);
+      }
+      if (result != CUPTI_SUCCESS) {
+        result = configure(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                           kNeeded, every);
+      }
+    } else {
+      result = configure(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                         kSingle, {device});
+      if (result != CUPTI_SUCCESS) {
+        result = configure(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                           kNeeded, {device});
+      }
+    }
+    status = Check(result, "cuptiActivityConfigureUnifiedMemoryCounter");
   }
   if (status.ok()) {
     status = Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER),

@@ -23,6 +23,7 @@ struct UnifiedMemoryRecord {
     kBytesDeviceToHost,
     kThrashing,   // the driver found a region bouncing between processors
     kThrottling,  // the driver held a processor's faults on a region back
+    kBytesDeviceToDevice,  // between GPUs (a stream started for all devices)
   };
   // Why the driver moved bytes (CUPTI's migration cause, same numbering).
   enum class Cause : uint8_t {
@@ -39,6 +40,11 @@ struct UnifiedMemoryRecord {
   uint64_t value;     // faults in the group, or bytes (of a transfer or region)
   uint64_t start_ns;  // CUPTI timestamp
   uint64_t end_ns;    // transfers, faults (replay queued) and throttling; else 0
+  // CUPTI's processor ids: a transfer's source and destination, a fault's
+  // GPU (source). The host is an id of its own; it matters only when a
+  // stream counts several GPUs.
+  uint32_t source = 0;
+  uint32_t destination = 0;
 };
 
 // When a kernel ran on the GPU (CUPTI's concurrent-kernel activity), named
@@ -61,9 +67,13 @@ class CuptiFaultStream {
   // is full or flushed.
   // `kernel_times` also collects every kernel's start and end (it costs a
   // little per launch; umlab torch --record needs it).
+  // `all_devices` counts every GPU of the process instead of `device`'s, and
+  // the transfers between GPUs too (umlab_cuda_cluster); where CUPTI cannot
+  // count all devices at once, it falls back to counting each device.
   static absl::StatusOr<std::unique_ptr<CuptiFaultStream>> Start(int device,
                                                                  size_t buffer_size = 64 << 10,
-                                                                 bool kernel_times = false);
+                                                                 bool kernel_times = false,
+                                                                 bool all_devices = false);
   ~CuptiFaultStream();
 
   // Asks CUPTI to hand over every completed buffer now; `forced` also the

@@ -154,6 +154,8 @@ uint64_t DriverRecordReader::Read(
         Log(record, address, delivered, outcome);
         continue;
       }
+      case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice:
+        continue;  // a stream for one GPU sees none
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
     }

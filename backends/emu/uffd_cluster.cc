@@ -284,7 +284,7 @@ absl::Status Coordinator::Launch(int index, UffdClusterResult& result) {
   if (plan->single_device) ++result.single_device_kernels;
   // §6.4: the read-only flags, at each block's descriptor owner; setting one
   // downgrades the block's writer, acknowledged before the launch.
-  for (const auto& [array_index, only_read] : plan->read_only_arrays) {
+  for (const auto& [array_index, only_read] : plan->only_read) {
     const GridArray& array = program_.arrays[array_index];
     for (BlockNumber block = BlockOfAddress(array.address);
          block <= BlockOfAddress(array.address + array.bytes - 1); ++block) {

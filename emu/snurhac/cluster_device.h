@@ -19,6 +19,7 @@
 #include "emu/snurhac/cluster_config.h"
 #include "emu/snurhac/cluster_sim.h"
 #include "emu/snurhac/coherence_actions.h"
+#include "emu/snurhac/launch_plan.h"
 
 namespace umlab::snurhac::internal {
 
@@ -32,13 +33,6 @@ inline Nanos CeilNanos(Picos time) { return (time + kPicosPerNano - 1) / kPicosP
 inline Nanos BytesTime(uint64_t bytes, double bytes_per_second) {
   return static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bytes_per_second));
 }
-
-// A run of pages a share accesses, in order, all read or all written.
-struct PageRun {
-  PageNumber first = 0;
-  uint64_t count = 0;
-  bool write = false;
-};
 
 // One of a device's SMs (or warps), taking pages from the share's cursor.
 struct Issuer {

@@ -117,11 +117,10 @@ absl::Status ClusterRun::Launch(const GridKernel& kernel) {
   ++result_.kernels;
   absl::StatusOr<LaunchPlan> plan = PlanLaunch(program_, kernel, config_.devices);
   if (!plan.ok()) return plan.status();
-  const std::vector<GridShare>& shares = plan->shares;
   if (plan->single_device) ++result_.single_device_kernels;
   // §6.4: the read-only flag for the arrays the kernel uses, by whether it
   // only reads them.
-  for (const auto& [array_index, only_read] : plan->read_only_arrays) {
+  for (const auto& [array_index, only_read] : plan->only_read) {
     const GridArray& array = program_.arrays[array_index];
     for (BlockNumber block = BlockOfAddress(array.address);
          block <= BlockOfAddress(array.address + array.bytes - 1); ++block) {
@@ -134,28 +133,18 @@ absl::Status ClusterRun::Launch(const GridKernel& kernel) {
   for (int device = 0; device < config_.devices; ++device) {
     Device& d = *devices_[device];
     d.policy->OnKernelBegin(kernel.exec_id);
-    StartShare(d, kernel, shares[device]);
+    StartShare(d, kernel, plan->shares[device]);
   }
   return CheckStep();
 }
 
 void ClusterRun::StartShare(Device& d, const GridKernel& kernel, const GridShare& share) {
-  d.runs.clear();
+  d.runs = SharePageRuns(program_, kernel, share);
   d.run = 0;
   d.offset = 0;
   uint64_t pages = 0;
-  for (const GridAccess& access : kernel.accesses) {
-    for (const ByteRange& range : TouchedBytes(program_, kernel, access, share)) {
-      const PageRun run{PageOfAddress(range.begin), PagesSpanned(range.begin, range.size()),
-                        access.access != AccessType::kRead};
-      d.runs.push_back(run);
-      pages += run.count;
-    }
-  }
-  const double fraction =
-      static_cast<double>(share.extent.Volume()) / static_cast<double>(kernel.grid.Volume());
-  const Nanos compute =
-      static_cast<Nanos>(std::llround(static_cast<double>(kernel.compute_ns) * fraction));
+  for (const PageRun& run : d.runs) pages += run.count;
+  const Nanos compute = ShareComputeNs(kernel, share);
   // The launch command reaches nodes other than the host node over the
   // network (§6.1: the host node's runtime sends it).
   const Nanos arrival = now_ + (d.node == 0 ? 0 : config_.network.latency_ns);
@@ -182,22 +171,17 @@ void ClusterRun::StartShare(Device& d, const GridKernel& kernel, const GridShare
   // §6.5.1: the runtime's prefetch commands for this device's share, from
   // MAPA's ranges, in the accesses' order, issued once the launch reaches
   // the device's node.
-  for (const GridAccess& access : kernel.accesses) {
-    std::optional<std::vector<ByteRange>> ranges = EstimatedBytes(program_, kernel, access, share);
-    if (!ranges.has_value()) continue;
-    const bool write = access.access != AccessType::kRead;
-    for (const ByteRange& range : *ranges) {
-      const PageNumber first = PageOfAddress(range.begin);
-      const PageNumber last = PageOfAddress(range.end - 1);
-      for (BlockNumber block = BlockOfPage(first); block <= BlockOfPage(last); ++block) {
-        const PageNumber from = std::max(first, FirstPageOfBlock(block));
-        const PageNumber to = std::min(last, FirstPageOfBlock(block) + kPagesPerBlock - 1);
-        const PageMask pages_in_block =
-            PageRangeMask(PageIndexInBlock(from), static_cast<int>(to - from + 1));
-        FaultedPages wanted;
-        (write ? wanted.write : wanted.read) = pages_in_block;
-        d.static_queue.push_back(PrefetchRequest{block, wanted, PrefetchSource::kStatic});
-      }
+  for (const PrefetchRange& range : StaticPrefetchRanges(program_, kernel, share)) {
+    const PageNumber first = PageOfAddress(range.bytes.begin);
+    const PageNumber last = PageOfAddress(range.bytes.end - 1);
+    for (BlockNumber block = BlockOfPage(first); block <= BlockOfPage(last); ++block) {
+      const PageNumber from = std::max(first, FirstPageOfBlock(block));
+      const PageNumber to = std::min(last, FirstPageOfBlock(block) + kPagesPerBlock - 1);
+      const PageMask pages_in_block =
+          PageRangeMask(PageIndexInBlock(from), static_cast<int>(to - from + 1));
+      FaultedPages wanted;
+      (range.write ? wanted.write : wanted.read) = pages_in_block;
+      d.static_queue.push_back(PrefetchRequest{block, wanted, PrefetchSource::kStatic});
     }
   }
   At(arrival, [this, &d] { PumpPrefetches(d); });

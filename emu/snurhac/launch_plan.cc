@@ -1,7 +1,7 @@
 #include "emu/snurhac/launch_plan.h"
 
+#include <cmath>
 #include <optional>
-#include <utility>
 
 #include "emu/snurhac/execution_mode.h"
 #include "emu/snurhac/grid_split.h"
@@ -9,16 +9,18 @@
 namespace umlab::snurhac {
 
 absl::StatusOr<LaunchPlan> PlanLaunch(const GridProgram& program, const GridKernel& kernel,
-                                      int device_count) {
-  absl::StatusOr<GridSplit> split = SplitGrid(kernel.grid, device_count);
+                                      int devices) {
+  absl::StatusOr<GridSplit> split = SplitGrid(kernel.grid, devices);
   if (!split.ok()) return split.status();
   LaunchPlan plan;
-  plan.shares = std::move(split->shares);
-  if (device_count > 1) {
+  plan.shares = split->shares;
+  if (devices > 1) {
+    // §6.4: the launch computes each device's write ranges from MAPA's
+    // view; writes MAPA cannot analyse are unknown to it and not counted.
     LaunchSharing sharing;
     sharing.uses_atomics = kernel.uses_atomics();
-    sharing.write_ranges.resize(device_count);
-    for (int device = 0; device < device_count; ++device) {
+    sharing.write_ranges.resize(devices);
+    for (int device = 0; device < devices; ++device) {
       for (const GridAccess& access : kernel.accesses) {
         if (access.access == AccessType::kRead) continue;
         std::optional<std::vector<ByteRange>> ranges =
@@ -35,10 +37,41 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const GridProgram& program, const GridKern
     }
   }
   for (const GridAccess& access : kernel.accesses) {
-    auto [it, inserted] = plan.read_only_arrays.try_emplace(access.array, true);
+    auto [it, inserted] = plan.only_read.try_emplace(access.array, true);
     if (access.access != AccessType::kRead) it->second = false;
   }
   return plan;
+}
+
+std::vector<PageRun> SharePageRuns(const GridProgram& program, const GridKernel& kernel,
+                                   const GridShare& share) {
+  std::vector<PageRun> runs;
+  for (const GridAccess& access : kernel.accesses) {
+    for (const ByteRange& range : TouchedBytes(program, kernel, access, share)) {
+      runs.push_back(PageRun{PageOfAddress(range.begin), PagesSpanned(range.begin, range.size()),
+                             access.access != AccessType::kRead});
+    }
+  }
+  return runs;
+}
+
+Nanos ShareComputeNs(const GridKernel& kernel, const GridShare& share) {
+  const double fraction =
+      static_cast<double>(share.extent.Volume()) / static_cast<double>(kernel.grid.Volume());
+  return static_cast<Nanos>(std::llround(static_cast<double>(kernel.compute_ns) * fraction));
+}
+
+std::vector<PrefetchRange> StaticPrefetchRanges(const GridProgram& program,
+                                                const GridKernel& kernel, const GridShare& share) {
+  std::vector<PrefetchRange> out;
+  for (const GridAccess& access : kernel.accesses) {
+    std::optional<std::vector<ByteRange>> ranges = EstimatedBytes(program, kernel, access, share);
+    if (!ranges.has_value()) continue;
+    for (const ByteRange& range : *ranges) {
+      out.push_back(PrefetchRange{range, access.access != AccessType::kRead});
+    }
+  }
+  return out;
 }
 
 }  // namespace umlab::snurhac

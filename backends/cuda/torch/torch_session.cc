@@ -229,6 +229,8 @@ void TorchSession::Drain() {
       case UnifiedMemoryRecord::Kind::kThrottling:
         if (record.end_ns > record.start_ns) bin.throttled_ns += record.end_ns - record.start_ns;
         break;
+      case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice:
+        break;  // one GPU: none
     }
   }
 }

@@ -352,6 +352,23 @@ absl::StatusOr<RunResult> RunCluster(const GridProgram& program, const DeviceCon
   char* raw = nullptr;
   const uint64_t footprint = program.footprint_bytes();
   RETURN_IF_ERROR(Cuda(cudaSetDevice(0), "cudaSetDevice"));
+  // CUPTI reports unified-memory activity only for managed memory allocated
+  // after it starts (as in cuda_backend.cc): started after the allocation,
+  // the first run of a process counted nothing (H100 pair, 2026-11-26).
+  std::unique_ptr<CuptiFaultStream> cupti;
+  if (options.cupti) {
+    absl::StatusOr<std::unique_ptr<CuptiFaultStream>> started =
+        CuptiFaultStream::Start(0, 64 << 10, false, /*all_devices=*/true);
+    if (started.ok()) {
+      cupti = *std::move(started);
+      result.cupti.available = true;
+    } else {
+      result.cupti.note = std::string(started.status().message());
+    }
+  } else {
+    result.cupti.note = "off (--cupti=off)";
+  }
+
   RETURN_IF_ERROR(Cuda(cudaMallocManaged(reinterpret_cast<void**>(&raw), footprint + kBlockSize),
                        "cudaMallocManaged"));
   std::unique_ptr<char, decltype(&cudaFree)> managed(raw, &cudaFree);
@@ -373,20 +390,6 @@ absl::StatusOr<RunResult> RunCluster(const GridProgram& program, const DeviceCon
   std::unique_ptr<char[]> out(new char[footprint]);
   for (const GridArray& array : program.arrays) {
     if (array.copied_out) std::memset(out.get() + array.address, 0, array.bytes);
-  }
-
-  std::unique_ptr<CuptiFaultStream> cupti;
-  if (options.cupti) {
-    absl::StatusOr<std::unique_ptr<CuptiFaultStream>> started =
-        CuptiFaultStream::Start(0, 64 << 10, false, /*all_devices=*/true);
-    if (started.ok()) {
-      cupti = *std::move(started);
-      result.cupti.available = true;
-    } else {
-      result.cupti.note = std::string(started.status().message());
-    }
-  } else {
-    result.cupti.note = "off (--cupti=off)";
   }
 
   const auto start = Clock::now();

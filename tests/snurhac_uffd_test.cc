@@ -71,7 +71,9 @@ struct Holdings {
 void ExpectNothingLeft(const Holdings& before) {
   const Holdings after;
   EXPECT_EQ(after.fds, before.fds);
-  if (!umlab::testing::kSanitized) EXPECT_EQ(after.maps, before.maps);
+  if (!umlab::testing::kSanitized) {
+    EXPECT_EQ(after.maps, before.maps);
+  }
   EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
 }

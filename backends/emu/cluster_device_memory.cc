@@ -253,12 +253,13 @@ absl::Status ClusterDeviceMemory::Wake(BlockNumber block, const PageMask& pages)
   return status;
 }
 
-absl::StatusOr<std::vector<ClusterFault>> ClusterDeviceMemory::ReadFaults(int timeout_ms) {
+absl::StatusOr<std::vector<ClusterFault>> ClusterDeviceMemory::ReadFaults(int timeout_ms,
+                                                                         int wake_fd) {
   std::vector<ClusterFault> faults;
-  pollfd fd{uffd_, POLLIN, 0};
-  const int ready = poll(&fd, 1, timeout_ms);
+  pollfd fds[2] = {{uffd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  const int ready = poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
   if (ready < 0 && errno != EINTR) return ErrnoStatus("poll on the userfaultfd");
-  if (ready <= 0) return faults;
+  if (ready <= 0 || fds[0].revents == 0) return faults;
   uffd_msg messages[64];
   while (true) {
     const ssize_t got = read(uffd_, messages, sizeof(messages));

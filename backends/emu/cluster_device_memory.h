@@ -81,8 +81,10 @@ class ClusterDeviceMemory {
   absl::StatusOr<std::pair<PageMask, PageMask>> PageTable(BlockNumber block) const;
 
   // Reads the fault messages queued now (none: an empty vector); waits up
-  // to `timeout_ms` for the first. Returns faults in arrival order.
-  absl::StatusOr<std::vector<ClusterFault>> ReadFaults(int timeout_ms);
+  // to `timeout_ms` for the first, or until `wake_fd` (-1: none) is
+  // readable, which it leaves to the caller to consume. Returns faults in
+  // arrival order.
+  absl::StatusOr<std::vector<ClusterFault>> ReadFaults(int timeout_ms, int wake_fd = -1);
 
  private:
   ClusterDeviceMemory() = default;

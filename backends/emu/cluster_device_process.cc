@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,10 @@ class DeviceProcess {
     return servers_[process]->Send(reply);
   }
 
+  // Returns once the handler has serviced every fault queued before the
+  // call and holds no block's lock (DeviceProcess::RunKernel says why).
+  void AwaitQuietHandler();
+
   // --- Commands ---
   absl::StatusOr<ClusterMessage> RunKernel(int index);
   absl::Status CopyOut(bool every_array);
@@ -97,6 +102,13 @@ class DeviceProcess {
   ClusterReference reference_;
   int stop_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  // AwaitQuietHandler's requests, counted, and the handler's answers; the
+  // eventfd wakes the handler from its wait for faults.
+  int quiet_fd_ = -1;
+  std::mutex quiet_mutex_;
+  std::condition_variable quiet_;
+  uint64_t quiet_requested_ = 0;  // under quiet_mutex_
+  uint64_t quiet_answered_ = 0;   // under quiet_mutex_
   std::mutex stats_mutex_;
   ClusterDeviceStats stats_;
 };
@@ -114,9 +126,27 @@ void DeviceProcess::Fail(const absl::Status& status) {
 
 void DeviceProcess::HandlerLoop() {
   while (!stopping_.load(std::memory_order_acquire)) {
-    absl::StatusOr<std::vector<ClusterFault>> faults = memory_->ReadFaults(50);
+    uint64_t requested = 0;
+    {
+      std::lock_guard<std::mutex> lock(quiet_mutex_);
+      requested = quiet_requested_;
+    }
+    absl::StatusOr<std::vector<ClusterFault>> faults = memory_->ReadFaults(50, quiet_fd_);
     if (!faults.ok()) Fail(faults.status());
-    if (faults->empty()) continue;
+    if (faults->empty()) {
+      // Nothing queued after the request was made, and no block in service:
+      // quiet, as asked.
+      std::lock_guard<std::mutex> lock(quiet_mutex_);
+      if (requested != quiet_answered_) {
+        uint64_t count = 0;
+        if (read(quiet_fd_, &count, sizeof(count)) != sizeof(count)) {
+          Fail(absl::InternalError("reading the handler's eventfd failed"));
+        }
+        quiet_answered_ = requested;
+        quiet_.notify_all();
+      }
+      continue;
+    }
     // Steps 1 and 2: the faults read at once are a batch, grouped by block;
     // a write subsumes a read of the same page.
     absl::btree_map<BlockNumber, snurhac::FaultedPages> blocks;
@@ -141,6 +171,16 @@ void DeviceProcess::HandlerLoop() {
       if (absl::Status status = ServiceBlock(block, pages); !status.ok()) Fail(status);
     }
   }
+}
+
+void DeviceProcess::AwaitQuietHandler() {
+  std::unique_lock<std::mutex> lock(quiet_mutex_);
+  const uint64_t request = ++quiet_requested_;
+  const uint64_t one = 1;
+  if (write(quiet_fd_, &one, sizeof(one)) != sizeof(one)) {
+    Fail(absl::InternalError("waking the fault handler failed"));
+  }
+  quiet_.wait(lock, [&] { return quiet_answered_ >= request; });
 }
 
 absl::Status DeviceProcess::Lock(BlockNumber block) {
@@ -471,6 +511,14 @@ absl::StatusOr<ClusterMessage> DeviceProcess::RunKernel(int index) {
   std::vector<std::thread> workers;
   for (int t = 0; t < options_.threads; ++t) workers.emplace_back(work);
   for (std::thread& worker : workers) worker.join();
+  // The kernel is done only when the handler is too. UFFDIO_COPY wakes a
+  // stalled thread before the handler unlocks the block, and a page two
+  // threads faulted on is queued twice, the second message read after the
+  // first's service woke both: either way the handler may still be taking
+  // or holding a block's lock when the last worker returns, and the owner's
+  // kernel end would find it held. No worker runs now, so no fault comes
+  // after those queued already.
+  AwaitQuietHandler();
   reference_.EndKernel();
   ClusterMessage done;
   done.device = options_.device;
@@ -539,7 +587,8 @@ int DeviceProcess::Run() {
   if (!memory.ok()) Fail(memory.status());
   memory_ = *std::move(memory);
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
-  if (stop_fd_ < 0) Fail(absl::InternalError("eventfd failed"));
+  quiet_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0 || quiet_fd_ < 0) Fail(absl::InternalError("eventfd failed"));
   std::vector<ClusterChannel*> servers;
   for (auto& channel : servers_) servers.push_back(channel.get());
   std::thread server([&] {

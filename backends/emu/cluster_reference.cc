@@ -44,21 +44,28 @@ bool ClusterReference::ReadAllowed(uint64_t word, uint32_t seen) const {
 }
 
 void ClusterReference::BeginKernel(int index) {
+  for (const ByteRange& range : written_ranges_) {
+    std::fill(written_.begin() + static_cast<int64_t>(FirstWord(range)),
+              written_.begin() + static_cast<int64_t>(EndWord(range)), false);
+  }
+  written_ranges_.clear();
   current_ = index;
-  std::fill(written_.begin(), written_.end(), false);
   const GridKernel& kernel = program_.launches[index];
   const GridShare whole{Dim3{0, 0, 0}, kernel.grid};
   for (const GridAccess& access : kernel.accesses) {
     if (access.access == AccessType::kRead) continue;
     for (const ByteRange& range : TouchedBytes(program_, kernel, access, whole)) {
-      for (uint64_t word = FirstWord(range); word < EndWord(range); ++word) written_[word] = true;
+      std::fill(written_.begin() + static_cast<int64_t>(FirstWord(range)),
+                written_.begin() + static_cast<int64_t>(EndWord(range)), true);
+      written_ranges_.push_back(range);
     }
   }
 }
 
 void ClusterReference::EndKernel() {
-  for (uint64_t word = 0; word < written_.size(); ++word) {
-    if (written_[word]) last_writer_[word] = current_;
+  for (const ByteRange& range : written_ranges_) {
+    std::fill(last_writer_.begin() + static_cast<int64_t>(FirstWord(range)),
+              last_writer_.begin() + static_cast<int64_t>(EndWord(range)), current_);
   }
 }
 

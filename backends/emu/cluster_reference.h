@@ -63,6 +63,11 @@ class ClusterReference {
   // Per word: the kernel that last wrote it, kCopiedIn, or kNoData.
   std::vector<int32_t> last_writer_;
   std::vector<bool> written_;  // by the current kernel
+  // The byte ranges the current kernel's whole grid writes: a kernel's end
+  // and the next one's start walk these, not every word of the range (a
+  // program's arrays may lie far apart, and every device process keeps a
+  // reference).
+  std::vector<ByteRange> written_ranges_;
 };
 
 }  // namespace umlab

@@ -163,30 +163,20 @@ absl::Status ClusterDeviceMemory::Install(BlockNumber block, const PageMask& pag
 }
 
 absl::Status ClusterDeviceMemory::AllowWrite(BlockNumber block, const PageMask& pages) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (absl::Status status = CheckMapped(block, pages, "upgrade"); !status.ok()) return status;
-  const PageNumber first = FirstPageOfBlock(block);
-  absl::Status status;
-  ForEachPageRun(pages, [&](int start, int count) {
-    if (!status.ok()) return;
-    uffdio_writeprotect request{};
-    request.range.start = reinterpret_cast<uint64_t>(PageAddress(base_, block, start));
-    request.range.len = static_cast<uint64_t>(count) * kPageSize;
-    request.mode = 0;  // lift the protection and wake the writers
-    if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
-      status = ErrnoStatus("UFFDIO_WRITEPROTECT (lift)");
-      return;
-    }
-    for (int page = start; page < start + count; ++page) {
-      mapping_[first + page] = PageMapping::kReadWrite;
-    }
-  });
-  return status;
+  return SetWriteProtection(block, pages, /*protect=*/false);
 }
 
 absl::Status ClusterDeviceMemory::ProtectWrite(BlockNumber block, const PageMask& pages) {
+  return SetWriteProtection(block, pages, /*protect=*/true);
+}
+
+absl::Status ClusterDeviceMemory::SetWriteProtection(BlockNumber block, const PageMask& pages,
+                                                     bool protect) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (absl::Status status = CheckMapped(block, pages, "downgrade"); !status.ok()) return status;
+  if (absl::Status status = CheckMapped(block, pages, protect ? "downgrade" : "upgrade");
+      !status.ok()) {
+    return status;
+  }
   const PageNumber first = FirstPageOfBlock(block);
   absl::Status status;
   ForEachPageRun(pages, [&](int start, int count) {
@@ -194,13 +184,14 @@ absl::Status ClusterDeviceMemory::ProtectWrite(BlockNumber block, const PageMask
     uffdio_writeprotect request{};
     request.range.start = reinterpret_cast<uint64_t>(PageAddress(base_, block, start));
     request.range.len = static_cast<uint64_t>(count) * kPageSize;
-    request.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+    // Lifting the protection (mode 0) also wakes the writers it stalled.
+    request.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
     if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
-      status = ErrnoStatus("UFFDIO_WRITEPROTECT");
+      status = ErrnoStatus(protect ? "UFFDIO_WRITEPROTECT" : "UFFDIO_WRITEPROTECT (lift)");
       return;
     }
     for (int page = start; page < start + count; ++page) {
-      mapping_[first + page] = PageMapping::kReadOnly;
+      mapping_[first + page] = protect ? PageMapping::kReadOnly : PageMapping::kReadWrite;
     }
   });
   return status;

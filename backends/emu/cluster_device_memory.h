@@ -89,6 +89,8 @@ class ClusterDeviceMemory {
  private:
   ClusterDeviceMemory() = default;
   absl::Status CheckMapped(BlockNumber block, const PageMask& pages, const char* what) const;
+  // AllowWrite and ProtectWrite: lifts or sets the protection of mapped pages.
+  absl::Status SetWriteProtection(BlockNumber block, const PageMask& pages, bool protect);
 
   int uffd_ = -1;
   int pagemap_fd_ = -1;

@@ -407,18 +407,7 @@ absl::StatusOr<UffdClusterResult> Coordinator::Run() {
     if (reply.payload.size() != sizeof(s)) return absl::DataLossError("uffd cluster: bad counters");
     std::memcpy(&s, reply.payload.data(), sizeof(s));
     result.devices.push_back(s);
-    ClusterDeviceStats& t = result.total;
-    t.faults += s.faults;
-    t.fault_batches += s.fault_batches;
-    t.faulted_pages += s.faulted_pages;
-    t.lock_waits += s.lock_waits;
-    t.host_fetch_bytes += s.host_fetch_bytes;
-    t.zero_filled_bytes += s.zero_filled_bytes;
-    t.peer_fetch_bytes += s.peer_fetch_bytes;
-    t.upgrades += s.upgrades;
-    t.downgrades += s.downgrades;
-    t.write_back_bytes += s.write_back_bytes;
-    t.kernel_end_unmapped_pages += s.kernel_end_unmapped_pages;
+    result.total.Add(s);
   }
   if (options_.verify) {
     // Gather: every device gives up every page by the eviction rule, so the

@@ -354,27 +354,8 @@ absl::StatusOr<ClusterResult> ClusterRun::Run(const DevicePolicyFactory& policie
 
   for (auto& d : devices_) {
     d->stats.peak_frames = d->memory.peak_frames();
-    ClusterDeviceStats& t = result_.total;
-    const ClusterDeviceStats& s = d->stats;
-    t.faults += s.faults;
-    t.dropped_faults += s.dropped_faults;
-    t.fault_batches += s.fault_batches;
-    t.faulted_pages += s.faulted_pages;
-    t.lock_waits += s.lock_waits;
-    t.host_fetch_bytes += s.host_fetch_bytes;
-    t.zero_filled_bytes += s.zero_filled_bytes;
-    t.peer_fetch_bytes += s.peer_fetch_bytes;
-    t.upgrades += s.upgrades;
-    t.downgrades += s.downgrades;
-    t.static_prefetch_bytes += s.static_prefetch_bytes;
-    t.adjacent_prefetch_bytes += s.adjacent_prefetch_bytes;
-    t.policy_prefetch_bytes += s.policy_prefetch_bytes;
-    t.evictions += s.evictions;
-    t.write_back_bytes += s.write_back_bytes;
-    t.kernel_end_unmapped_pages += s.kernel_end_unmapped_pages;
-    t.peak_frames = std::max(t.peak_frames, s.peak_frames);
-    t.busy_ns += s.busy_ns;
-    result_.devices.push_back(s);
+    result_.total.Add(d->stats);
+    result_.devices.push_back(d->stats);
     result_.policy_table_bytes += d->policy->TableBytes();
   }
   devices_[0]->policy->ReportStats(result_.policy_stats);

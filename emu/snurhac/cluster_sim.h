@@ -93,6 +93,9 @@ struct ClusterDeviceStats {
   uint64_t kernel_end_unmapped_pages = 0;
   uint64_t peak_frames = 0;
   Nanos busy_ns = 0;  // time running its shares (launch to its last access)
+
+  // Sums another device's counters into these (peak_frames: the larger).
+  void Add(const ClusterDeviceStats& other);
 };
 
 struct ClusterResult {

@@ -18,7 +18,7 @@
 //
 // Size: 502 MB in the thesis (Table 7.10). **An assumption**: Parboil's
 // large input's ratio of voxels to samples (262,144 to 2,048) kept while
-// both grow to 502 MB: 204,660 samples, 26.2 million voxels, 200 launches
+// both grow to 502 MB: 204,658 samples, 26.2 million voxels, 200 launches
 // of ComputeQ_GPU. Compute, **an assumption**: 20 FLOPs a (voxel, sample)
 // pair (the phase's 6, sine and cosine counted 4 each, two multiply-adds)
 // at the fp32 peak; 3 a sample for phiMag.

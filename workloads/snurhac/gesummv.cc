@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "workloads/grid_workload.h"
 #include "workloads/snurhac/grid_access.h"
+#include "workloads/snurhac/grid_builder.h"
 
 namespace umlab {
 namespace {
@@ -28,33 +29,26 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeGesummv(const ParamMap& params,
                                                          const ComputeSpec& spec) {
   const uint64_t n = grid::SquareSide(kThesisBytes * params.Double("scale"), 2, 4, kBlock);
   const int64_t side = static_cast<int64_t>(n);
-  auto program = std::make_unique<GridProgram>();
-  program->name = absl::StrFormat("gesummv (n = %d)", n);
-  GridArrayLayout layout(*program);
-  const int a = layout.Add("A", n * n * 4, true, false);
-  const int b = layout.Add("B", n * n * 4, true, false);
-  const int x = layout.Add("x", n * 4, true, false);
-  const int y = layout.Add("y", n * 4, true, true);
-  const int tmp = layout.Add("tmp", n * 4, true, false);
-  GridKernel kernel;
-  kernel.name = "gesummv_kernel";
-  kernel.exec_id = 1;
-  kernel.grid = Dim3{static_cast<uint32_t>(n / kBlock), 1, 1};
-  kernel.threads = Dim3{kBlock, 1, 1};
-  kernel.compute_ns = RooflineNanos(spec, 4.0 * n * n, 2.0 * n * n * 4);
+  grid::GridProgramBuilder program(absl::StrFormat("gesummv (n = %d)", n));
+  const int a = program.Array("A", n * n * 4, true, false);
+  const int b = program.Array("B", n * n * 4, true, false);
+  const int x = program.Array("x", n * 4, true, false);
+  const int y = program.Array("y", n * 4, true, true);
+  const int tmp = program.Array("tmp", n * 4, true, false);
   // Row i of a matrix: i n + j, i = 256 bx + tx.
   const std::vector<AffineTerm> row = {BlockX(kBlock * side), ThreadX(side), Loop(1, n)};
   const std::vector<AffineTerm> element = {BlockX(kBlock), ThreadX(1)};
-  kernel.accesses = {
-      Affine(a, AccessType::kRead, 4, 0, row),
-      Affine(x, AccessType::kRead, 4, 0, {Loop(1, n)}),
-      Affine(tmp, AccessType::kWrite, 4, 0, element),
-      Affine(b, AccessType::kRead, 4, 0, row),
-      Affine(y, AccessType::kRead, 4, 0, element),
-      Affine(y, AccessType::kWrite, 4, 0, element),
-  };
-  program->launches.push_back(std::move(kernel));
-  return program;
+  program.Launch("gesummv_kernel", 1, grid::Blocks(n / kBlock), Dim3{kBlock, 1, 1},
+                 RooflineNanos(spec, 4.0 * n * n, 2.0 * n * n * 4),
+                 {
+                     Affine(a, AccessType::kRead, 4, 0, row),
+                     Affine(x, AccessType::kRead, 4, 0, {Loop(1, n)}),
+                     Affine(tmp, AccessType::kWrite, 4, 0, element),
+                     Affine(b, AccessType::kRead, 4, 0, row),
+                     Affine(y, AccessType::kRead, 4, 0, element),
+                     Affine(y, AccessType::kWrite, 4, 0, element),
+                 });
+  return program.Finish();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,24 @@ inline GridAccess Indirect(int array, AccessType access, uint32_t element_bytes,
   a.element_bytes = element_bytes;
   a.touched = std::move(touched);
   return a;
+}
+
+// The truth of an access MAPA cannot analyse when a share touches one run
+// of elements: `window(share)` gives it, [begin, end) in elements, which is
+// clipped to the array.
+using ElementWindowFunction = std::function<ElementRange(const GridShare& blocks)>;
+inline TouchedFunction ElementWindow(const GridArray& array, uint32_t element_bytes,
+                                     ElementWindowFunction window) {
+  const int64_t elements = static_cast<int64_t>(array.bytes / element_bytes);
+  return [window = std::move(window), element_bytes, elements,
+          base = array.address](const GridShare& blocks) {
+    const ElementRange range = window(blocks);
+    const int64_t begin = std::clamp<int64_t>(range.begin, 0, elements);
+    const int64_t end = std::clamp<int64_t>(range.end, begin, elements);
+    if (end == begin) return std::vector<ByteRange>{};
+    return std::vector<ByteRange>{{base + static_cast<uint64_t>(begin) * element_bytes,
+                                   base + static_cast<uint64_t>(end) * element_bytes}};
+  };
 }
 
 // An affine access whose threads are filtered by a condition: MAPA sees

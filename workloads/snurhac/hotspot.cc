@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "workloads/grid_workload.h"
 #include "workloads/snurhac/grid_access.h"
+#include "workloads/snurhac/grid_builder.h"
 
 namespace umlab {
 namespace {
@@ -44,12 +45,11 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeHotspot(const ParamMap& params,
   const int64_t side = static_cast<int64_t>(n);
   const int64_t inner = kBlock - 2 * pyramid;  // small_block_rows
   const uint32_t blocks = static_cast<uint32_t>((n + inner - 1) / inner);
-  auto program = std::make_unique<GridProgram>();
-  program->name = absl::StrFormat("hotspot (%d x %d, pyramid %d, %d steps)", n, n, pyramid, steps);
-  GridArrayLayout layout(*program);
-  const int temp[2] = {layout.Add("temp0", n * n * 4, true, false),
-                       layout.Add("temp1", n * n * 4, false, false)};
-  const int power = layout.Add("power", n * n * 4, true, false);
+  grid::GridProgramBuilder program(
+      absl::StrFormat("hotspot (%d x %d, pyramid %d, %d steps)", n, n, pyramid, steps));
+  const int temp[2] = {program.Array("temp0", n * n * 4, true, false),
+                       program.Array("temp1", n * n * 4, false, false)};
+  const int power = program.Array("power", n * n * 4, true, false);
   // A tile with its halo: rows inner by - pyramid + ty, columns likewise.
   const std::vector<AffineTerm> tile = {BlockY(inner * side), ThreadY(side), BlockX(inner),
                                         ThreadX(1)};
@@ -60,28 +60,25 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeHotspot(const ParamMap& params,
                           {BlockY(inner * side), Loop(side, inner), BlockX(inner), Loop(1, inner)}};
   const int kernels = static_cast<int>((steps + pyramid - 1) / pyramid);
   int source = 0;
+  const Dim3 threads{kBlock, kBlock, 1};
   for (int k = 0; k < kernels; ++k) {
-    GridKernel kernel;
     // The arguments differ by which array is the source: two execution ids.
-    kernel.name = absl::StrFormat("calculate_temp(temp%d -> temp%d)", source, 1 - source);
-    kernel.exec_id = static_cast<uint32_t>(1 + source);
-    kernel.grid = Dim3{blocks, blocks, 1};
-    kernel.threads = Dim3{kBlock, kBlock, 1};
-    kernel.compute_ns =
-        RooflineNanos(spec, 15.0 * static_cast<double>(pyramid) * n * n, 3.0 * n * n * 4);
-    kernel.accesses = {
-        Affine(power, AccessType::kRead, 4, tile_origin, tile),
-        Affine(temp[source], AccessType::kRead, 4, tile_origin, tile),
-        // dst[index] = ..., made only where `computed`: MAPA sees the
-        // tile's index, the inner threads store.
-        grid::GuardedAffine(*program, temp[1 - source], AccessType::kWrite, 4,
-                            AffineIndex{tile_origin, tile}, cells, kernel.threads),
-    };
-    program->launches.push_back(std::move(kernel));
+    program.Launch(
+        absl::StrFormat("calculate_temp(temp%d -> temp%d)", source, 1 - source),
+        static_cast<uint32_t>(1 + source), Dim3{blocks, blocks, 1}, threads,
+        RooflineNanos(spec, 15.0 * static_cast<double>(pyramid) * n * n, 3.0 * n * n * 4),
+        {
+            Affine(power, AccessType::kRead, 4, tile_origin, tile),
+            Affine(temp[source], AccessType::kRead, 4, tile_origin, tile),
+            // dst[index] = ..., made only where `computed`: MAPA sees the
+            // tile's index, the inner threads store.
+            grid::GuardedAffine(program.program(), temp[1 - source], AccessType::kWrite, 4,
+                                AffineIndex{tile_origin, tile}, cells, threads),
+        });
     source = 1 - source;
   }
-  program->arrays[temp[source]].copied_out = true;
-  return program;
+  program.mutable_array(temp[source]).copied_out = true;
+  return program.Finish();
 }
 
 }  // namespace

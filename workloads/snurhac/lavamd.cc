@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "workloads/grid_workload.h"
 #include "workloads/snurhac/grid_access.h"
+#include "workloads/snurhac/grid_builder.h"
 
 namespace umlab {
 namespace {
@@ -51,23 +52,16 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeLavaMd(const ParamMap& params,
       2, static_cast<uint64_t>(
              std::llround(std::cbrt(kThesisBytes * params.Double("scale") / per_box))));
   const uint64_t boxes = side * side * side;
-  auto program = std::make_unique<GridProgram>();
-  program->name = absl::StrFormat("lavaMD (%d^3 boxes)", side);
-  GridArrayLayout layout(*program);
+  grid::GridProgramBuilder program(absl::StrFormat("lavaMD (%d^3 boxes)", side));
   const uint64_t particles = boxes * kParticlesPerBox;
-  const int box = layout.Add("box", boxes * kBoxRecordBytes, true, false);
-  const int rv = layout.Add("rv", particles * kVectorBytes, true, false);
-  const int qv = layout.Add("qv", particles * kChargeBytes, true, false);
-  const int fv = layout.Add("fv", particles * kVectorBytes, true, true);
+  const int box = program.Array("box", boxes * kBoxRecordBytes, true, false);
+  const int rv = program.Array("rv", particles * kVectorBytes, true, false);
+  const int qv = program.Array("qv", particles * kChargeBytes, true, false);
+  const int fv = program.Array("fv", particles * kVectorBytes, true, true);
 
-  GridKernel kernel;
-  kernel.name = "kernel_gpu_cuda";
-  kernel.exec_id = 1;
-  kernel.grid = Dim3{static_cast<uint32_t>(boxes), 1, 1};
-  kernel.threads = Dim3{kThreads, 1, 1};
   const double pairs = static_cast<double>(boxes) * 27 * kParticlesPerBox * kParticlesPerBox;
-  kernel.compute_ns =
-      RooflineNanos(spec, 2 * kOpsPerPair * pairs, static_cast<double>(program->footprint_bytes()));
+  const Nanos compute_ns = RooflineNanos(spec, 2 * kOpsPerPair * pairs,
+                                         static_cast<double>(program.program().footprint_bytes()));
   const uint64_t reach = side * side + side + 1;  // the farthest neighbour's number
   // The particles of boxes [first - widen, last + widen) of one array.
   auto particles_of = [boxes](const GridArray& array, uint32_t bytes, uint64_t widen) {
@@ -79,20 +73,20 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeLavaMd(const ParamMap& params,
       return std::vector<ByteRange>{{base + from * box_bytes, base + to * box_bytes}};
     };
   };
-  kernel.accesses = {
-      // box[bx]: every thread reads the record's fields.
-      Affine(box, AccessType::kRead, kBoxRecordBytes, 0, {BlockX(1)}),
-      Indirect(rv, AccessType::kRead, kVectorBytes,
-               particles_of(program->arrays[rv], kVectorBytes, reach)),
-      Indirect(qv, AccessType::kRead, kChargeBytes,
-               particles_of(program->arrays[qv], kChargeBytes, reach)),
-      Indirect(fv, AccessType::kRead, kVectorBytes,
-               particles_of(program->arrays[fv], kVectorBytes, 0)),
-      Indirect(fv, AccessType::kWrite, kVectorBytes,
-               particles_of(program->arrays[fv], kVectorBytes, 0)),
-  };
-  program->launches.push_back(std::move(kernel));
-  return program;
+  program.Launch("kernel_gpu_cuda", 1, grid::Blocks(boxes), Dim3{kThreads, 1, 1}, compute_ns,
+                 {
+                     // box[bx]: every thread reads the record's fields.
+                     Affine(box, AccessType::kRead, kBoxRecordBytes, 0, {BlockX(1)}),
+                     Indirect(rv, AccessType::kRead, kVectorBytes,
+                              particles_of(program.array(rv), kVectorBytes, reach)),
+                     Indirect(qv, AccessType::kRead, kChargeBytes,
+                              particles_of(program.array(qv), kChargeBytes, reach)),
+                     Indirect(fv, AccessType::kRead, kVectorBytes,
+                              particles_of(program.array(fv), kVectorBytes, 0)),
+                     Indirect(fv, AccessType::kWrite, kVectorBytes,
+                              particles_of(program.array(fv), kVectorBytes, 0)),
+                 });
+  return program.Finish();
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "workloads/grid_workload.h"
 #include "workloads/snurhac/grid_access.h"
+#include "workloads/snurhac/grid_builder.h"
 
 namespace umlab {
 namespace {
@@ -43,24 +44,18 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeTpacf(const ParamMap& params,
   const uint64_t points = std::max<uint64_t>(
       kThreads, static_cast<uint64_t>(kThesisBytes * params.Double("scale") / (12.0 * (sets + 1))));
   const uint64_t blocks = 2 * sets + 1;
-  auto program = std::make_unique<GridProgram>();
-  program->name = absl::StrFormat("tpacf (%d random sets of %d points)", sets, points);
-  GridArrayLayout layout(*program);
+  grid::GridProgramBuilder program(
+      absl::StrFormat("tpacf (%d random sets of %d points)", sets, points));
   const uint64_t coordinate_bytes = (sets + 1) * points * 4;
-  const int x = layout.Add("x", coordinate_bytes, true, false);
-  const int y = layout.Add("y", coordinate_bytes, true, false);
-  const int z = layout.Add("z", coordinate_bytes, true, false);
-  const int hists = layout.Add("hists", blocks * kBins * 8, false, true);
+  const int x = program.Array("x", coordinate_bytes, true, false);
+  const int y = program.Array("y", coordinate_bytes, true, false);
+  const int z = program.Array("z", coordinate_bytes, true, false);
+  const int hists = program.Array("hists", blocks * kBins * 8, false, true);
 
-  GridKernel kernel;
-  kernel.name = "gen_hists";
-  kernel.exec_id = 1;
-  kernel.grid = Dim3{static_cast<uint32_t>(blocks), 1, 1};
-  kernel.threads = Dim3{kThreads, 1, 1};
   const double n = static_cast<double>(points);
   const double pairs =
       static_cast<double>(sets) * n * n + static_cast<double>(sets + 1) * n * n / 2;
-  kernel.compute_ns = RooflineNanos(spec, kOpsPerPair * pairs, 3.0 * coordinate_bytes);
+  const Nanos compute_ns = RooflineNanos(spec, kOpsPerPair * pairs, 3.0 * coordinate_bytes);
   // The point sets blocks first .. first + extent - 1 read, in one array.
   auto sets_read = [sets, points](const GridArray& array) {
     return [sets, points, base = array.address](const GridShare& share) {
@@ -74,15 +69,15 @@ absl::StatusOr<std::unique_ptr<GridProgram>> MakeTpacf(const ParamMap& params,
       return ranges;
     };
   };
-  kernel.accesses = {
-      Indirect(x, AccessType::kRead, 4, sets_read(program->arrays[x])),
-      Indirect(y, AccessType::kRead, 4, sets_read(program->arrays[y])),
-      Indirect(z, AccessType::kRead, 4, sets_read(program->arrays[z])),
-      // hists[b * NUM_BINS + t], t < NUM_BINS.
-      Affine(hists, AccessType::kWrite, 8, 0, {BlockX(kBins), grid::Loop(1, kBins)}),
-  };
-  program->launches.push_back(std::move(kernel));
-  return program;
+  program.Launch("gen_hists", 1, grid::Blocks(blocks), Dim3{kThreads, 1, 1}, compute_ns,
+                 {
+                     Indirect(x, AccessType::kRead, 4, sets_read(program.array(x))),
+                     Indirect(y, AccessType::kRead, 4, sets_read(program.array(y))),
+                     Indirect(z, AccessType::kRead, 4, sets_read(program.array(z))),
+                     // hists[b * NUM_BINS + t], t < NUM_BINS.
+                     Affine(hists, AccessType::kWrite, 8, 0, {BlockX(kBins), grid::Loop(1, kBins)}),
+                 });
+  return program.Finish();
 }
 
 }  // namespace

@@ -65,11 +65,14 @@ bool CopyStream::Protects(uint64_t address, uint64_t size) const {
   return false;
 }
 
-bool CopyStream::DmaTouches(uint64_t address, uint64_t size) const {
+bool CopyStream::DmaTouches(uint64_t address, uint64_t size, bool write) const {
   for (const auto& [id, copy] : live_) {
-    if (copy.mode == CopyMode::kDma &&
-        (Overlaps(address, size, copy.command.host_address, copy.command.size) ||
-         Overlaps(address, size, copy.command.device_address, copy.command.size))) {
+    if (copy.mode != CopyMode::kDma) continue;
+    const CopyCommand& c = copy.command;
+    const uint64_t destination = c.to_device() ? c.device_address : c.host_address;
+    const uint64_t source = c.to_device() ? c.host_address : c.device_address;
+    if (Overlaps(address, size, destination, c.size) ||
+        (write && Overlaps(address, size, source, c.size))) {
       return true;
     }
   }

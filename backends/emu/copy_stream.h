@@ -28,7 +28,8 @@
 // - A hidden copy also waits for the copies before it that write its source
 //   (a device-to-host copy into the host buffer it reads), and a host
 //   access of a buffer that a DMA copy not done reads or writes waits for
-//   it: stream order, as the bytes must show it.
+//   it (a read of a DMA copy's source need not): stream order, as the
+//   bytes must show it.
 //
 // What the stream decides is the same on every backend; how the bytes move
 // is the backend's. Without a Mover (the sim) a DMA copy is a transfer on
@@ -99,9 +100,10 @@ class CopyStream {
   // A host write of [address, address+size) must wait: it overlaps the
   // source of a host-to-device copy that is not done.
   bool Protects(uint64_t address, uint64_t size) const;
-  // A host access of [address, address+size) must wait: it overlaps the
-  // host or device buffer of a DMA copy that is not done.
-  bool DmaTouches(uint64_t address, uint64_t size) const;
+  // A host access of [address, address+size) must wait for a DMA copy not
+  // done: it reads or writes the copy's destination, or (`write`) writes
+  // its source.
+  bool DmaTouches(uint64_t address, uint64_t size, bool write) const;
   // Whether kernel `exec_id`, touching `accesses`, may launch now; sets
   // `early` when it goes before the copy just before it is done.
   absl::StatusOr<bool> MayLaunch(uint32_t exec_id, absl::Span<const Event> accesses,

@@ -346,7 +346,7 @@ absl::Status SimBackend::AccessFromHost(absl::Span<const HostAccess> accesses, N
   const auto protected_write = [&] {
     return std::any_of(accesses.begin(), accesses.end(), [&](const HostAccess& access) {
       return (access.write && copies_.Protects(access.address, access.size)) ||
-             copies_.DmaTouches(access.address, access.size);
+             copies_.DmaTouches(access.address, access.size, access.write);
     });
   };
   if (absl::Status s = WaitForCopies([&] { return !protected_write(); },

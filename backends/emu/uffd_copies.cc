@@ -75,6 +75,8 @@ absl::Status UffdBackend::CopyAsHostAccess(const CopyCommand& copy) {
   device_side.address = copy.device_address;
   host_side.address = copy.host_address;
   device_side.size = host_side.size = copy.size;
+  device_side.access = copy.to_device() ? AccessType::kWrite : AccessType::kRead;
+  host_side.access = copy.to_device() ? AccessType::kRead : AccessType::kWrite;
   if (absl::Status s = AwaitDmaOff({device_side, host_side}); !s.ok()) return s;
   const uint64_t destination = copy.to_device() ? copy.device_address : copy.host_address;
   const uint64_t source = copy.to_device() ? copy.host_address : copy.device_address;
@@ -149,7 +151,8 @@ absl::Status UffdBackend::AwaitLaunch(const Event& begin, absl::Span<const Event
 absl::Status UffdBackend::AwaitDmaOff(absl::Span<const Event> accesses) {
   return AwaitCopies([&] {
     return std::none_of(accesses.begin(), accesses.end(), [&](const Event& access) {
-      return access.size > 0 && copies_.DmaTouches(access.address, access.size);
+      return access.size > 0 &&
+             copies_.DmaTouches(access.address, access.size, access.access != AccessType::kRead);
     });
   });
 }

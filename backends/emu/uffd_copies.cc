@@ -268,7 +268,20 @@ void UffdBackend::PaceUntil(Nanos deadline) {
 
 void UffdBackend::StageChunk(const CopyJob& job) {
   const Nanos start = MonotonicNanos();
-  CopyHostBytes(job.destination, job.source, job.bytes);
+  // Through the host memfd: the source is write-protected, and a host
+  // store that sleeps on it is ordered after this read only by the kernel,
+  // which a race detector cannot see; a read through the file is the
+  // kernel's own.
+  for (uint64_t done = 0; done < job.bytes;) {
+    const uint64_t to = job.destination + done, from = job.source + done;
+    const uint64_t n = std::min(
+        {job.bytes - done, kBlockSize - to % kBlockSize, kBlockSize - from % kBlockSize});
+    if (absl::Status s = device_->ReadHostCopy(HostOffset(from), HostByte(to), n); !s.ok()) {
+      Fail(s);
+      return;
+    }
+    done += n;
+  }
   progress_.fetch_add(1, std::memory_order_relaxed);
   // A thread stages at the modelled rate, slowed by the threads beside it
   // (CopyStream::StagingTime): real copies here are faster than that.

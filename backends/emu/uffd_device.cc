@@ -216,6 +216,19 @@ absl::Status UffdDevice::WriteHostCopy(uint64_t offset, const void* data, uint64
   return absl::OkStatus();
 }
 
+absl::Status UffdDevice::ReadHostCopy(uint64_t offset, void* out, uint64_t length) const {
+  char* bytes = static_cast<char*>(out);
+  while (length > 0) {
+    const ssize_t got = pread(host_fd_, bytes, length, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return ErrnoStatus("pread from the host copies");
+    bytes += got;
+    offset += static_cast<uint64_t>(got);
+    length -= static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status UffdDevice::ProtectHost(uint64_t offset, uint64_t length, bool protect) {
   if (uffd_ < 0) return absl::OkStatus();
   uffdio_writeprotect request{};

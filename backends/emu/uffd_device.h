@@ -150,6 +150,10 @@ class UffdDevice {
   // DMA engine writes host memory: past the CPU's page table, so a page
   // write-protected against host stores (ProtectHost) takes it.
   absl::Status WriteHostCopy(uint64_t offset, const void* data, uint64_t length);
+  // Reads `length` bytes of the host copies at `offset` into `out` with
+  // pread: what a staging thread copies from a source that the CPU's page
+  // table may have write-protected meanwhile.
+  absl::Status ReadHostCopy(uint64_t offset, void* out, uint64_t length) const;
   // Zeroes the host copy of `pages`: they hold no data yet, and their first
   // touch in host memory must find zeroes, as a migration zero-fills them.
   void ZeroHostCopy(uint64_t slot, const PageMask& pages);

@@ -1,7 +1,8 @@
-// A program's copies as the sim runs them (core/copy_command.h): those that
-// are DMA transfers or hidden copies, on the one stream they share with the
-// program's kernels. (A copy the policy runs as a host access is a host
-// kernel of no duration: the sim runs it without this.)
+// A program's copies as the sim and the uffd backend run them
+// (core/copy_command.h): those that are DMA transfers or hidden copies, on
+// the one stream they share with the program's kernels. (A copy the policy
+// runs as a host access is a host kernel of no duration: the backends run
+// it without this.)
 //
 // The stream's order:
 // - A DMA copy starts once every copy before it is done, and takes the

@@ -197,15 +197,19 @@ absl::Status UffdBackend::Teardown() {
   // Nothing may touch the userfaultfd once it is released, so stop its
   // users first: the copy threads (which submit transfers), the workers,
   // the service loop, the reader.
+  std::vector<std::thread> copy_threads;
   {
+    // Under mu_, where a landing may start staging threads: none starts
+    // from now on.
+    absl::MutexLock engine_lock(&mu_);
+    copy_threads.swap(copy_threads_);
     absl::MutexLock lock(&copy_jobs_mu_);
     stop_copies_ = true;
     copy_jobs_cv_.SignalAll();
   }
-  for (std::thread& thread : copy_threads_) {
+  for (std::thread& thread : copy_threads) {
     if (thread.joinable()) thread.join();
   }
-  copy_threads_.clear();
   LiftAllProtections();
   if (transfers_ != nullptr) transfers_->Stop();
   {

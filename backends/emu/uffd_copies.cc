@@ -5,8 +5,8 @@
 //   (given out when a copy or a host kernel first names them): host memory
 //   the device range never maps, since no device kernel touches it.
 // - A DMA copy is the copy-engine thread's: it books the link at the copy
-//   rate (PcieThrottle::ReserveDma), waits for the booking to end, then
-//   moves the bytes, each device page where it lives now (device memory
+//   rate (PcieThrottle::ReserveDma) and moves the bytes while the booking
+//   runs, each device page where it lives now (device memory
 //   through the unregistered alias, marked dirty; or its host copy), and
 //   writes host buffers with pwrite, past the CPU's page table, as a DMA
 //   engine does.
@@ -225,6 +225,10 @@ void UffdBackend::Stage(CopyId id, size_t chunk, uint64_t destination, uint64_t 
 }
 
 void UffdBackend::StartCopyThreads(bool dma) {
+  {
+    absl::MutexLock lock(&copy_jobs_mu_);
+    if (stop_copies_) return;  // the run is being torn down
+  }
   if (dma) {
     if (dma_thread_started_) return;
     dma_thread_started_ = true;
@@ -293,11 +297,12 @@ void UffdBackend::StageChunk(const CopyJob& job) {
 
 void UffdBackend::RunDma(const CopyJob& job) {
   const CopyCommand& copy = job.command;
-  // The bytes are there once the modelled transfer lands, as a migration's
-  // pages are mapped only then.
-  PaceUntil(throttle_.ReserveDma(
+  // The bytes move while the booked link time runs, as a migration's do;
+  // the copy is done when it ends (nothing may touch either buffer before:
+  // kernels and host accesses wait for the copy).
+  const Nanos lands = throttle_.ReserveDma(
       copy.to_device() ? LinkDirection::kHostToDevice : LinkDirection::kDeviceToHost, copy.size,
-      MonotonicNanos()));
+      MonotonicNanos());
   const uint64_t end = copy.device_address + copy.size;
   for (uint64_t address = copy.device_address; address < end;) {
     const uint64_t bytes = std::min(end, (BlockOfAddress(address) + 1) * kBlockSize) - address;
@@ -318,6 +323,8 @@ void UffdBackend::RunDma(const CopyJob& job) {
     address += bytes;
   }
   progress_.fetch_add(1, std::memory_order_relaxed);
+  PaceUntil(lands);
+  if (abort_.load()) return;
   absl::MutexLock lock(&mu_);
   if (!copy.to_device()) engine_->NoteHostWrote(copy.host_address, copy.size);
   if (absl::Status s = copies_.OnTransfersComplete({&job.dma, 1}, Now()); !s.ok()) Fail(s);

@@ -204,7 +204,8 @@ TEST(UffdCopyTest, RandomCopyProgramsRunCleanUnderEveryWayOfCopying) {
         RunProgram(random.program, kRandomCopyBlocks, memcpy, V100(), VerifiedUffdOptions());
     ASSERT_TRUE(plain.status.ok()) << "round " << round << " under memcpy: " << plain.status;
   }
-  EXPECT_GT(early_launches, 0u);
+  // How often a kernel went early depends on the threads' timing here (no
+  // modelled time): printed, not asserted. The race itself is forced above.
   std::printf("early launches %llu, faulted pages that waited for their copy %llu\n",
               static_cast<unsigned long long>(early_launches),
               static_cast<unsigned long long>(awaited_pages));

@@ -230,6 +230,18 @@ void Engine::ReleaseHostClaims() {
   EndStep();
 }
 
+void Engine::NoteHostWrote(uint64_t address, uint64_t size) {
+  ForEachBlockRange(address, size, false, [&](BlockNumber number, const PageMask& pages) {
+    BlockState& block = memory_.Get(number);
+    const PageMask written = pages & block.invalid & ~block.resident & ~block.in_flight;
+    if (written.none()) return;
+    block.invalid &= ~written;
+    memory_.PlaceCopies(block, written, MemoryTier::kHost);
+  });
+  NoteTierPeaks();
+  EndStep();
+}
+
 // ---------------------------------------------------------------------------
 // Hidden copies.
 

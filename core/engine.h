@@ -142,6 +142,12 @@ class Engine final : public TransferListener, private PolicyContext {
   // freed them); nullopt when no frame can be had (try again later).
   std::optional<TransferId> LandCopy(BlockNumber block, const PageMask& staged);
 
+  // The host wrote [address, address+size) itself, outside the engine's
+  // moves (a DMA copy into a host buffer, or into pages of a device buffer
+  // that are in host memory): pages there that held no data hold it now,
+  // in host memory, and their next migration copies them.
+  void NoteHostWrote(uint64_t address, uint64_t size);
+
   // The policy, for the decisions the engine does not take itself: how the
   // backend runs a program's copies (Policy::HowToCopy and what follows).
   Policy& policy() { return policy_; }

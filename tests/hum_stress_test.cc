@@ -11,78 +11,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
-#include <vector>
 
 #include "policies/demand/demand.h"
 #include "policies/hum/hum.h"
 #include "policies/memcpy/memcpy.h"
+#include "tests/random_copy_program.h"
 #include "tests/sim_harness.h"
 
 namespace umlab::testing {
 namespace {
 
-constexpr uint64_t kHost = 0x700000000000ull;
-constexpr int kBlocks = 12;
-constexpr Nanos kUs = 1000;
-
-struct Buffer {
-  uint64_t address;
-  uint64_t size;
-};
-
-struct RandomProgram {
-  ProgramBuilder program;
-  uint64_t hidden_pages = 0;  // pages the host-to-device copies name
-};
-
-// Six device buffers at random offsets in 12 blocks (neighbours may share
-// pages), four host buffers, and `steps` random steps.
-RandomProgram MakeProgram(std::mt19937_64& rng, int steps) {
-  RandomProgram out;
-  ProgramBuilder& p = out.program;
-  p.Alloc(0, kBlocks);
-  std::vector<Buffer> device;
-  for (int i = 0; i < 6; ++i) {
-    const uint64_t address =
-        ProgramBuilder::BlockAddress(static_cast<int>(rng() % (kBlocks - 2))) +
-        (rng() % kPagesPerBlock) * kPageSize + (rng() % 2) * (rng() % kPageSize);
-    device.push_back({address, kPageSize + rng() % (2 * kBlockSize)});
-  }
-  const uint64_t host_stride = 8 * kBlockSize;
-  uint32_t exec_id = 1;
-  for (int step = 0; step < steps; ++step) {
-    const Buffer& buffer = device[rng() % device.size()];
-    const uint64_t host = kHost + (rng() % 4) * host_stride;
-    switch (rng() % 6) {
-      case 0:
-      case 1:
-        p.Copy(CopyDirection::kHostToDevice, buffer.address, host, buffer.size, rng() % 2 == 0);
-        out.hidden_pages += PagesSpanned(buffer.address, buffer.size);
-        break;
-      case 2:
-        p.Copy(CopyDirection::kDeviceToHost, buffer.address, host, buffer.size, rng() % 2 == 0);
-        break;
-      case 3: {
-        p.Begin(exec_id, static_cast<Nanos>(10 + rng() % 90) * kUs);
-        for (uint64_t n = 1 + rng() % 3; n > 0; --n) {
-          const Buffer& touched = device[rng() % device.size()];
-          p.Access(touched.address, touched.size, rng() % 2 == 0);
-        }
-        p.End(exec_id++);
-        break;
-      }
-      case 4:
-        p.OnHost(exec_id).Begin(exec_id, static_cast<Nanos>(10 + rng() % 90) * kUs);
-        p.Access(host, kBlockSize, rng() % 2 == 0);
-        p.End(exec_id++);
-        break;
-      case 5:
-        p.Sync();
-        break;
-    }
-  }
-  return out;
-}
+constexpr int kBlocks = kRandomCopyBlocks;
 
 // HUM's decisions, plus random prefetches, populates and remote mappings
 // at every kernel begin, many of them at pages a copy has yet to land.
@@ -130,7 +69,7 @@ TEST(HumStressTest, RandomCopyProgramsNeverShowAKernelABlankPage) {
   // launched before their copies landed, and faults that waited for one.
   uint64_t early_launches = 0, awaited_pages = 0;
   for (int round = 0; round < 24; ++round) {
-    const RandomProgram random = MakeProgram(rng, 40);
+    const RandomCopyProgram random = MakeRandomCopyProgram(rng, 40);
     const int threads = 1 + static_cast<int>(rng() % 8);
     const bool sched = rng() % 2 == 0;
     // Room for every block, and (for the policies that page) less.

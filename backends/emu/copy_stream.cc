@@ -51,6 +51,7 @@ absl::Status CopyStream::Issue(CopyId id, const CopyCommand& copy, CopyMode mode
     ++sync_dma_live_;
   }
   last_copy_ = id;
+  if (mover_ != nullptr && copy.to_device()) mover_->Issued(id, copy);
   return Pump(now);
 }
 
@@ -58,6 +59,20 @@ bool CopyStream::Protects(uint64_t address, uint64_t size) const {
   for (const auto& [id, copy] : live_) {
     if (copy.command.to_device() &&
         Overlaps(address, size, copy.command.host_address, copy.command.size)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool CopyStream::DmaTouches(uint64_t address, uint64_t size, bool write) const {
+  for (const auto& [id, copy] : live_) {
+    if (copy.mode != CopyMode::kDma) continue;
+    const CopyCommand& c = copy.command;
+    const uint64_t destination = c.to_device() ? c.device_address : c.host_address;
+    const uint64_t source = c.to_device() ? c.host_address : c.device_address;
+    if (Overlaps(address, size, destination, c.size) ||
+        (write && Overlaps(address, size, source, c.size))) {
       return true;
     }
   }
@@ -100,6 +115,12 @@ absl::Status CopyStream::ProcessStagingAt(Nanos now) {
     staging_.erase(staging_.begin());
     live_.at(done.copy).staged.push_back(done.chunk);
   }
+  return Pump(now);
+}
+
+absl::Status CopyStream::OnChunkStaged(CopyId id, size_t chunk, Nanos now) {
+  --staging_by_mover_;
+  live_.at(id).staged.push_back(chunk);
   return Pump(now);
 }
 
@@ -155,6 +176,13 @@ bool CopyStream::StartNext(Nanos now) {
   const CopyCommand& command = copy.command;
   if (copy.mode == CopyMode::kDma) {
     if (next != live_.begin()) return false;  // after every copy before it
+    RunStats& stats = engine_->mutable_stats();
+    (command.to_device() ? stats.dma_h2d_bytes : stats.dma_d2h_bytes) += command.size;
+    copy.started = true;
+    if (mover_ != nullptr) {
+      dma_copies_.emplace(mover_->StartDma(id, command), id);
+      return true;
+    }
     LinkTransfer dma;
     dma.id = next_dma_++;
     dma.direction =
@@ -163,17 +191,20 @@ bool CopyStream::StartNext(Nanos now) {
     dma.ready_ns = now;
     dma.evicts_for_room = false;
     dma.dma = true;
-    link_.Submit(dma, now);
+    link_->Submit(dma, now);
     dma_copies_.emplace(dma.id, id);
-    RunStats& stats = engine_->mutable_stats();
-    (command.to_device() ? stats.dma_h2d_bytes : stats.dma_d2h_bytes) += command.size;
-    copy.started = true;
     return true;
   }
   // A hidden copy: its pages can await one copy at a time.
   std::vector<CopyId> earlier;
   for (auto it = live_.begin(); it != next; ++it) {
     if (SharePage(command, it->second.command)) return false;
+    // Its source is the data an earlier copy back to the host is writing.
+    const CopyCommand& before = it->second.command;
+    if (!before.to_device() &&
+        Overlaps(command.host_address, command.size, before.host_address, before.size)) {
+      return false;
+    }
     earlier.push_back(it->first);
   }
   if (!engine_->policy().StartsCopy(id, earlier)) return false;
@@ -188,16 +219,26 @@ bool CopyStream::StartNext(Nanos now) {
 bool CopyStream::StageNext(Nanos now) {
   const size_t threads = static_cast<size_t>(std::max(1, engine_->policy().CopyThreads()));
   bool moved = false;
-  while (staging_.size() < threads && !to_stage_.empty()) {
+  while (staging_.size() + staging_by_mover_ < threads && !to_stage_.empty()) {
     const Staging next = to_stage_.front();
     const Chunk& chunk = live_.at(next.copy).chunks[next.chunk];
     // The threads write the destination in host memory: not while the
     // device still holds it.
     if (!engine_->CopyDestinationOffDevice(chunk.address, chunk.bytes)) break;
     // The threads at work from now on, this one among them.
-    const size_t busy = std::min(threads, staging_.size() + to_stage_.size());
+    const size_t busy =
+        std::min(threads, staging_.size() + staging_by_mover_ + to_stage_.size());
     to_stage_.pop_front();
-    staging_.emplace(now + StagingTime(chunk.bytes, busy), next);
+    const Nanos time = StagingTime(chunk.bytes, busy);
+    if (mover_ != nullptr) {
+      const CopyCommand& command = live_.at(next.copy).command;
+      ++staging_by_mover_;
+      mover_->Stage(next.copy, next.chunk, chunk.address,
+                    command.host_address + (chunk.address - command.device_address), chunk.bytes,
+                    time);
+    } else {
+      staging_.emplace(now + time, next);
+    }
     moved = true;
   }
   return moved;
@@ -234,7 +275,9 @@ absl::StatusOr<bool> CopyStream::LandNext() {
 void CopyStream::Finish(CopyId id) {
   const Copy& copy = live_.at(id);
   if (copy.mode == CopyMode::kDma && !copy.command.async) --sync_dma_live_;
+  const CopyCommand command = copy.command;
   live_.erase(id);
+  if (mover_ != nullptr && command.to_device()) mover_->Done(id, command);
 }
 
 Nanos CopyStream::StagingTime(uint64_t bytes, size_t busy) const {

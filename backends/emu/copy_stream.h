@@ -1,7 +1,8 @@
-// A program's copies as the sim runs them (core/copy_command.h): those that
-// are DMA transfers or hidden copies, on the one stream they share with the
-// program's kernels. (A copy the policy runs as a host access is a host
-// kernel of no duration: the sim runs it without this.)
+// A program's copies as the sim and the uffd backend run them
+// (core/copy_command.h): those that are DMA transfers or hidden copies, on
+// the one stream they share with the program's kernels. (A copy the policy
+// runs as a host access is a host kernel of no duration: the backends run
+// it without this.)
 //
 // The stream's order:
 // - A DMA copy starts once every copy before it is done, and takes the
@@ -25,6 +26,17 @@
 //   page), and, when the command just before it is a hidden copy not done,
 //   once that is done or the policy lets it go first
 //   (Policy::LaunchesEarly).
+// - A hidden copy also waits for the copies before it that write its source
+//   (a device-to-host copy into the host buffer it reads), and a host
+//   access of a buffer that a DMA copy not done reads or writes waits for
+//   it (a read of a DMA copy's source need not): stream order, as the
+//   bytes must show it.
+//
+// What the stream decides is the same on every backend; how the bytes move
+// is the backend's. Without a Mover (the sim) a DMA copy is a transfer on
+// the sim's link and a staged chunk is done at its modelled time; with one
+// (the uffd backend) the Mover copies real bytes on real threads and tells
+// the stream when they are done (OnTransfersComplete, OnChunkStaged).
 #ifndef UMLAB_BACKENDS_EMU_COPY_STREAM_H_
 #define UMLAB_BACKENDS_EMU_COPY_STREAM_H_
 
@@ -50,7 +62,31 @@ namespace umlab {
 
 class CopyStream {
  public:
-  CopyStream(const DeviceConfig& device, PcieLink& link) : device_(device), link_(link) {}
+  // Moves the copies' real bytes (the uffd backend). Called under the
+  // lock that guards the stream and the engine.
+  class Mover {
+   public:
+    virtual ~Mover() = default;
+    // A copy to the device is issued (DMA or hidden): its source must not
+    // change until Done.
+    virtual void Issued(CopyId id, const CopyCommand& copy) = 0;
+    // DMA copy `id` starts; the stream hears that it is done through
+    // OnTransfersComplete with the id returned.
+    virtual TransferId StartDma(CopyId id, const CopyCommand& copy) = 0;
+    // A staging thread takes chunk `chunk` of hidden copy `id`: `bytes` of
+    // the source at `source` into the destination's host memory at
+    // `destination`, taking at least `modelled` ns of modelled time; the
+    // stream hears it through OnChunkStaged.
+    virtual void Stage(CopyId id, size_t chunk, uint64_t destination, uint64_t source,
+                       uint64_t bytes, Nanos modelled) = 0;
+    // Copy `id` is done (issued to the device: see Issued).
+    virtual void Done(CopyId id, const CopyCommand& copy) = 0;
+  };
+
+  // The sim: DMA copies on `link`, staging on the modelled clock.
+  CopyStream(const DeviceConfig& device, PcieLink& link) : device_(device), link_(&link) {}
+  // A backend that moves real bytes.
+  CopyStream(const DeviceConfig& device, Mover& mover) : device_(device), mover_(&mover) {}
 
   // The engine whose pages the copies move, and whose policy decides.
   void Bind(Engine* engine) { engine_ = engine; }
@@ -65,6 +101,10 @@ class CopyStream {
   // A host write of [address, address+size) must wait: it overlaps the
   // source of a host-to-device copy that is not done.
   bool Protects(uint64_t address, uint64_t size) const;
+  // A host access of [address, address+size) must wait for a DMA copy not
+  // done: it reads or writes the copy's destination, or (`write`) writes
+  // its source.
+  bool DmaTouches(uint64_t address, uint64_t size, bool write) const;
   // Whether kernel `exec_id`, touching `accesses`, may launch now; sets
   // `early` when it goes before the copy just before it is done.
   absl::StatusOr<bool> MayLaunch(uint32_t exec_id, absl::Span<const Event> accesses,
@@ -76,6 +116,8 @@ class CopyStream {
   Nanos NextEventTime() const;
   // Staging threads that finish at `now` hand their chunks on.
   absl::Status ProcessStagingAt(Nanos now);
+  // With a Mover: a staging thread finished chunk `chunk` of copy `id`.
+  absl::Status OnChunkStaged(CopyId id, size_t chunk, Nanos now);
   // Link transfers that completed at `now`: DMA copies and the migration
   // thread's landings among them move their copies on; the engine's other
   // transfers may let staging or landings go on.
@@ -119,7 +161,8 @@ class CopyStream {
   Nanos StagingTime(uint64_t bytes, size_t busy) const;
 
   const DeviceConfig& device_;
-  PcieLink& link_;
+  PcieLink* link_ = nullptr;  // without a Mover
+  Mover* mover_ = nullptr;
   Engine* engine_ = nullptr;
 
   // Issued and not done, in program order.
@@ -135,6 +178,8 @@ class CopyStream {
   // ties in the order they started).
   std::deque<Staging> to_stage_;
   std::multimap<Nanos, Staging> staging_;
+  // With a Mover: chunks its staging threads hold.
+  size_t staging_by_mover_ = 0;
   // The migration thread: the landing it waits for (0: idle).
   TransferId landing_ = 0;
   CopyId landing_copy_ = 0;

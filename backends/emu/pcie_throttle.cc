@@ -81,4 +81,13 @@ Nanos PcieThrottle::ReserveRemote(LinkDirection direction, uint64_t bytes, Nanos
   return busy;
 }
 
+Nanos PcieThrottle::ReserveDma(LinkDirection direction, uint64_t bytes, Nanos now) {
+  if (!enabled_ || bytes == 0) return now;
+  const int lane = link_.LaneOf(direction, /*via_storage=*/false);
+  absl::MutexLock lock(&mu_);
+  Nanos& busy = busy_until_[lane];
+  busy = std::max(busy, now) + Dilate(link_.DmaDuration(direction, bytes));
+  return busy;
+}
+
 }  // namespace umlab

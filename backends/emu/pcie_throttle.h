@@ -54,6 +54,11 @@ class PcieThrottle {
   // crossed; the accessor's round trip (remote_latency_ns) is not included.
   Nanos ReserveRemote(LinkDirection direction, uint64_t bytes, Nanos now);
 
+  // Books a program's own copy (a DMA, cudaMemcpy) of `bytes` on the
+  // `direction` lane at the link's copy rate (PcieLink::DmaDuration, as the
+  // sim's LinkTransfer::dma). Returns the wall time at which it lands.
+  Nanos ReserveDma(LinkDirection direction, uint64_t bytes, Nanos now);
+
   // A modelled duration in wall time: `modelled` x dilation, 0 when off.
   Nanos Dilate(Nanos modelled) const;
   // The inverse: a wall-clock duration in modelled time, `wall` / dilation.

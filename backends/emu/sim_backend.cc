@@ -341,10 +341,12 @@ absl::Status SimBackend::AccessFromHost(absl::Span<const HostAccess> accesses, N
                                         const std::string& who,
                                         absl::FunctionRef<void()> claimed) {
   // A write waits for the copies that still read what it overwrites (HUM
-  // write-protects a copy's source until the copy has landed).
+  // write-protects a copy's source until the copy has landed), and any
+  // access for the DMA copies that still read or write its buffer.
   const auto protected_write = [&] {
     return std::any_of(accesses.begin(), accesses.end(), [&](const HostAccess& access) {
-      return access.write && copies_.Protects(access.address, access.size);
+      return (access.write && copies_.Protects(access.address, access.size)) ||
+             copies_.DmaTouches(access.address, access.size, access.write);
     });
   };
   if (absl::Status s = WaitForCopies([&] { return !protected_write(); },

@@ -101,6 +101,19 @@ void ClearMask(std::atomic<uint64_t>* words, const PageMask& mask) {
 
 }  // namespace
 
+bool UffdBackend::MappedOnDevice(uint64_t slot, int index) const {
+  return TestBit(bits_[slot].mapped, index);
+}
+
+void UffdBackend::MarkDirty(uint64_t slot, int index) {
+  absl::MutexLock lock(&map_mu_);
+  if (options_.huge_pages) {
+    OrMask(bits_[slot].dirty, FullPageMask());
+  } else {
+    SetBit(bits_[slot].dirty, index);
+  }
+}
+
 PageMask UffdBackend::Load(const std::atomic<uint64_t>* words) const {
   PageMask mask;
   for (int w = kMaskWords - 1; w >= 0; --w) {
@@ -117,11 +130,13 @@ UffdBackend::UffdBackend(const DeviceConfig& device, uint64_t capacity_frames,
                          const UffdOptions& options)
     : capacity_frames_(capacity_frames),
       options_(options),
+      device_config_(device),
       throttle_(device.link, options.dilation, options.throttle),
       remote_latency_(throttle_.Dilate(device.link.remote_latency_ns)),
       verifier_(options.verify),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
-      gather_window_(throttle_.Dilate(device.fault_latency_ns)) {}
+      gather_window_(throttle_.Dilate(device.fault_latency_ns)),
+      copies_(device_config_, static_cast<CopyStream::Mover&>(*this)) {}
 
 absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceConfig& device,
                                                                  uint64_t capacity_frames,
@@ -155,6 +170,10 @@ absl::StatusOr<std::unique_ptr<UffdBackend>> UffdBackend::Create(const DeviceCon
 
 UffdBackend::~UffdBackend() { (void)Teardown(); }
 
+std::thread UffdBackend::StartQuietHelper(std::function<void()> fn) {
+  return StartQuietThread(std::move(fn));
+}
+
 absl::Status UffdBackend::StartThreads() {
   transfers_ = std::make_unique<UffdTransfers>(throttle_, static_cast<Hooks&>(*this));
   for (int i = 0; i < options_.sms; ++i) {
@@ -176,7 +195,22 @@ absl::Status UffdBackend::StartThreads() {
 absl::Status UffdBackend::Teardown() {
   abort_.store(true);
   // Nothing may touch the userfaultfd once it is released, so stop its
-  // users first: the workers, the service loop, the reader.
+  // users first: the copy threads (which submit transfers), the workers,
+  // the service loop, the reader.
+  std::vector<std::thread> copy_threads;
+  {
+    // Under mu_, where a landing may start staging threads: none starts
+    // from now on.
+    absl::MutexLock engine_lock(&mu_);
+    copy_threads.swap(copy_threads_);
+    absl::MutexLock lock(&copy_jobs_mu_);
+    stop_copies_ = true;
+    copy_jobs_cv_.SignalAll();
+  }
+  for (std::thread& thread : copy_threads) {
+    if (thread.joinable()) thread.join();
+  }
+  LiftAllProtections();
   if (transfers_ != nullptr) transfers_->Stop();
   {
     absl::MutexLock lock(&inbox_mu_);
@@ -203,8 +237,12 @@ absl::Status UffdBackend::Teardown() {
 }
 
 void UffdBackend::Fail(const absl::Status& status) {
-  absl::MutexLock lock(&error_mu_);
-  if (error_.ok()) error_ = status;
+  {
+    absl::MutexLock lock(&error_mu_);
+    if (error_.ok()) error_ = status;
+  }
+  // A host store asleep on a copy's source must wake to see the run end.
+  LiftAllProtections();
 }
 
 // ---------------------------------------------------------------------------
@@ -215,6 +253,7 @@ absl::Status UffdBackend::Run(EventSource& program, Engine& engine, EventSink* r
   ran_ = true;
   engine_ = &engine;
   recorder_ = recorder;
+  copies_.Bind(&engine);
   start_ns_ = MonotonicNanos();
   SigintGuard sigint;
   absl::Status status = StartThreads();
@@ -336,6 +375,7 @@ absl::Status UffdBackend::Execute(EventSource& program) {
         if (absl::Status s = ExecuteHostKernel(assembler); !s.ok()) return s;
         continue;
       }
+      if (absl::Status s = AwaitLaunch(kernel_begin, assembler.accesses()); !s.ok()) return s;
       // The kernel is recorded as read, like the sim does; the engine sees
       // it only once it is launched.
       {
@@ -367,9 +407,11 @@ absl::Status UffdBackend::Execute(EventSource& program) {
                       [&](uint64_t device_page) { verifier_.MarkGarbage(device_page); });
         break;
       case EventKind::kCopy:
-        return absl::UnimplementedError(
-            "uffd: the program copies between host and device buffers, which this backend "
-            "does not run yet; run it on --backend=sim");
+        if (absl::Status s = RunCopy(event); !s.ok()) return s;
+        break;
+      case EventKind::kSync:
+        if (absl::Status s = AwaitCopies([&] { return copies_.AllDone(); }); !s.ok()) return s;
+        break;
       default:
         break;
     }
@@ -378,6 +420,8 @@ absl::Status UffdBackend::Execute(EventSource& program) {
     engine_->OnProgramEvent(event);
   }
   if (!assembler.status().ok()) return assembler.status();
+  // As a process's exit waits for its device: copies still under way land.
+  if (absl::Status s = AwaitCopies([&] { return copies_.AllDone(); }); !s.ok()) return s;
   if (absl::Status s = AwaitEngine([](const Engine& engine) {
         return engine.Quiescent() && !engine.servicing();
       });
@@ -503,6 +547,10 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
 // against the last committed version, so a write-back that never happened
 // is caught here, as a device read catches a lost migration.
 absl::Status UffdBackend::ExecuteHostKernel(const KernelAssembler& kernel) {
+  // Not while a DMA copy reads or writes its buffers. A store to the source
+  // of a copy to the device waits too, asleep in the kernel on the
+  // source's write protection (TouchHostCopies).
+  if (absl::Status s = AwaitDmaOff(kernel.accesses()); !s.ok()) return s;
   Nanos claimed_at = 0;
   bool settled = false;
   {
@@ -772,6 +820,12 @@ void UffdBackend::EnterPage(SmState& sm, uint64_t slot, uint64_t device_page) {
 // The reader thread.
 
 void UffdBackend::OnFault(const UffdFault& fault) {
+  if (fault.host) {
+    // A host store to a copy's write-protected source: it sleeps until the
+    // copy is done and Done() lifts the protection, which wakes it.
+    protected_writes_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const uint64_t slot = fault.offset / kBlockSize;
   const int index = static_cast<int>((fault.offset % kBlockSize) / kPageSize);
   const uint64_t device_page = slot * kPagesPerBlock + index;
@@ -1019,6 +1073,13 @@ void UffdBackend::DriveEngine(bool notify) {
     listener_->OnTransferComplete(id);
   }
   delivering_landed_at_ = 0;
+  if (!done.empty()) {
+    // A landed chunk frees the migration thread; frames freed may let the
+    // next land, and destinations that left the device let staging go on.
+    std::vector<TransferId> ids;
+    for (const auto& [id, landed_at] : done) ids.push_back(id);
+    if (absl::Status s = copies_.OnTransfersComplete(ids, Now()); !s.ok()) Fail(s);
+  }
   // Replays that were waiting for their time.
   const Nanos now = MonotonicNanos();
   std::vector<TimedReplay> due;
@@ -1499,6 +1560,7 @@ UffdCounters UffdBackend::counters() const {
     c.ungathered_batches = ungathered_batches_;
   }
   c.write_protect_faults = wp_faults_.load();
+  c.protected_source_writes = protected_writes_.load();
   c.late_dirty_pages = late_dirty_.load();
   c.restored_mappings = restored_.load();
   c.pages_checked = verifier_.pages_checked();

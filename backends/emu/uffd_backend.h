@@ -45,6 +45,17 @@
 // pages' host copies, every word checked and written as an SM's access is,
 // for at least the kernel's dilated CPU time; no SM runs meanwhile.
 //
+// Copies (kCopy, docs/hum.md) run as the policy says (Policy::HowToCopy),
+// in the order CopyStream decides, with real bytes (uffd_copies.cc): a host
+// buffer is host memory, the host copies of its blocks' slots; a DMA copy
+// is a copy-engine thread's, booked on the throttle at the copy rate; a host
+// access is the run thread's own, as a host kernel's; a hidden copy is
+// staged by the policy's CopyThreads() threads into the destination's host
+// copies, 2 MB at a time, and each staged chunk lands as the engine's
+// migration (Engine::LandCopy), one at a time. Until a copy to the device
+// is done its source is write-protected for real (userfaultfd on the host
+// copies): a host store there sleeps in the kernel until it is lifted.
+//
 // Modelled times (link, fault-handling latency, kernel compute) are
 // stretched by `dilation`; `throttle=false` drops them all. The backend's
 // clock (Now(), hence the engine's timestamps and the run's time_ns and
@@ -55,6 +66,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +79,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/emu/copy_stream.h"
 #include "backends/emu/uffd_transfers.h"
 #include "backends/emu/uffd_verifier.h"
 #include "core/access_span.h"
@@ -100,6 +114,10 @@ struct UffdOptions {
   // With a device that has a storage tier (ssd=true): where its file goes
   // (StorageFile). A disk-backed directory makes it real storage I/O.
   std::string storage_dir = "/var/tmp";
+  // Tests only: kernels launch without waiting for the copies before them
+  // (the ordering docs/hum.md's "blank page" race needs), so that a test can
+  // show --verify catching a kernel that reads a copy's destination early.
+  bool launch_ignoring_copies_for_testing = false;
 };
 
 // What the uffd backend counted beyond RunStats.
@@ -113,6 +131,9 @@ struct UffdCounters {
   // Fault batches fetched before every SM due at the batch's instant had
   // arrived: the gathering window closed on a straggler (see BatchGathered).
   uint64_t ungathered_batches = 0;
+  // Host stores that found a copy's source write-protected and slept until
+  // the copy had landed (write-protect faults on the host copies).
+  uint64_t protected_source_writes = 0;
   uint64_t pages_checked = 0;
   uint64_t corrupted_words = 0;
   uint64_t zeroed_pages_read = 0;  // data pages read back as zeroes (dropped)
@@ -127,7 +148,9 @@ struct UffdCounters {
   uint64_t peak_device_bytes = 0;
 };
 
-class UffdBackend final : public Backend, private UffdTransfers::Hooks {
+class UffdBackend final : public Backend,
+                          private UffdTransfers::Hooks,
+                          private CopyStream::Mover {
  public:
   // Fails with a one-line, actionable message if userfaultfd is unavailable.
   static absl::StatusOr<std::unique_ptr<UffdBackend>> Create(const DeviceConfig& device,
@@ -247,6 +270,63 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   absl::Status AwaitEngine(absl::FunctionRef<bool(const Engine&)> done);
   void RecordProgram(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Copies (uffd_copies.cc).
+  absl::Status RunCopy(const Event& event);
+  // A copy the policy runs as the host's own access: the run thread moves
+  // the bytes once the engine has taken both buffers off the device.
+  absl::Status CopyAsHostAccess(const CopyCommand& copy);
+  // Waits until the copies let kernel `begin` launch (CopyStream::MayLaunch).
+  absl::Status AwaitLaunch(const Event& begin, absl::Span<const Event> accesses);
+  // Waits, counting copy_wait_ns, until `done` (called under mu_) says so.
+  absl::Status AwaitCopies(absl::FunctionRef<bool()> done);
+  // A host access of these ranges waits for the DMA copies that use them.
+  absl::Status AwaitDmaOff(absl::Span<const Event> accesses);
+  // CopyStream::Mover.
+  void Issued(CopyId id, const CopyCommand& copy) override;
+  TransferId StartDma(CopyId id, const CopyCommand& copy) override;
+  void Stage(CopyId id, size_t chunk, uint64_t destination, uint64_t source, uint64_t bytes,
+             Nanos modelled) override;
+  void Done(CopyId id, const CopyCommand& copy) override;
+  struct CopyJob {
+    CopyId copy = 0;
+    size_t chunk = 0;     // staging
+    TransferId dma = 0;   // a DMA copy: its id in the stream
+    CopyCommand command;  // a DMA copy
+    uint64_t destination = 0, source = 0, bytes = 0;  // staging
+    Nanos modelled = 0;  // staging: its modelled time
+  };
+  // A helper thread with every signal blocked (SIGINT reaches the run thread).
+  static std::thread StartQuietHelper(std::function<void()> fn);
+  void CopyThreadLoop(bool dma);
+  void StageChunk(const CopyJob& job);
+  void RunDma(const CopyJob& job);
+  // Moves one block's part of a DMA copy between the device buffer's pages
+  // (device memory or host copies, by where each page is) and the host buffer.
+  void DmaBlockPart(const CopyCommand& copy, uint64_t first, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sleeps until `deadline` (MonotonicNanos) or the run aborts.
+  void PaceUntil(Nanos deadline);
+  // Starts the staging threads (the policy's CopyThreads()) or the DMA
+  // thread, if they have not started yet.
+  void StartCopyThreads(bool dma) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Zeroes the host copies of the first and last page of [address,
+  // address+size) where a copy covers them in part and they hold no data
+  // yet: the bytes beside the copy's must read as zeroes, as populated.
+  void ZeroFreshEdges(uint64_t address, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where program address `address` has its host copy: an offset in the
+  // host copies, and a pointer (its slot must exist).
+  uint64_t HostOffset(uint64_t address) const;
+  char* HostByte(uint64_t address) const;
+  // The device page index (slot * 512 + page) of a program address.
+  uint64_t DevicePageOf(uint64_t address) const;
+  // Copies `bytes` from host copies at `from` to host copies at `to`
+  // (program addresses), block by block.
+  void CopyHostBytes(uint64_t to, uint64_t from, uint64_t bytes) const;
+  // Sets or lifts write protection of the host copies of every page of
+  // [address, address+size).
+  void ProtectHostRange(uint64_t address, uint64_t size, bool protect);
+  void LiftAllProtections();
+
   // Slots.
   absl::Status EnsureSlots(BlockNumber first, BlockNumber end);
   bool FindSlot(BlockNumber block, uint64_t& slot) const;
@@ -314,6 +394,9 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   void Completed(TransferId id, Nanos landed_at) override;
 
   // Page-table bits.
+  bool MappedOnDevice(uint64_t slot, int index) const;
+  // A write reached the page's device memory outside an SM (a DMA copy).
+  void MarkDirty(uint64_t slot, int index);
   PageMask Load(const std::atomic<uint64_t>* words) const;
   void UnmapLocked(uint64_t slot, const PageMask& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_);
   // Huge frames: fails the run (and returns false) unless `pages` of the
@@ -327,6 +410,7 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
 
   uint64_t capacity_frames_;
   UffdOptions options_;
+  DeviceConfig device_config_;
   std::unique_ptr<UffdDevice> device_;
   PcieThrottle throttle_;
   // What an SM waits beyond its remote bytes' time on the link (dilated
@@ -421,6 +505,23 @@ class UffdBackend final : public Backend, private UffdTransfers::Hooks {
   std::atomic<uint64_t> cursor_{0};
   std::atomic<uint32_t> exec_id_{0};
   uint32_t kernel_seq_ = 0;
+
+  // Copies: the stream's decisions (under mu_), the staging threads and
+  // the DMA thread with their queues, the sources write-protected now.
+  CopyStream copies_;
+  absl::Mutex copy_jobs_mu_;
+  absl::CondVar copy_jobs_cv_;
+  std::deque<CopyJob> stage_jobs_ ABSL_GUARDED_BY(copy_jobs_mu_);
+  std::deque<CopyJob> dma_jobs_ ABSL_GUARDED_BY(copy_jobs_mu_);
+  bool stop_copies_ ABSL_GUARDED_BY(copy_jobs_mu_) = false;
+  std::vector<std::thread> copy_threads_;  // started by the first copy that needs them (mu_)
+  bool dma_thread_started_ = false;        // under mu_
+  size_t stage_threads_ = 0;               // under mu_
+  TransferId next_dma_ = TransferId{1} << 61;  // under mu_
+  absl::Mutex protect_mu_;
+  absl::flat_hash_map<CopyId, CopyCommand> protected_ ABSL_GUARDED_BY(protect_mu_);
+  bool protections_lifted_ ABSL_GUARDED_BY(protect_mu_) = false;
+  std::atomic<uint64_t> protected_writes_{0};
 
   std::unique_ptr<SmState[]> sms_;
   std::vector<std::thread> sm_threads_;

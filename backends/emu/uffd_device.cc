@@ -189,7 +189,60 @@ absl::Status UffdDevice::Init() {
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
   }
-  return Register(device_, bytes);
+  if (absl::Status s = Register(device_, bytes); !s.ok()) return s;
+  // The host copies: write protection only (a hidden copy's source, which
+  // a host write must not change until the copy has landed). Stores to
+  // pages not protected go on as ever, and nothing faults on a missing page.
+  uffdio_register host{};
+  host.range.start = reinterpret_cast<uint64_t>(host_);
+  host.range.len = bytes;
+  host.mode = UFFDIO_REGISTER_MODE_WP;
+  if (ioctl(uffd_, UFFDIO_REGISTER, &host) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "userfaultfd here cannot write-protect shared memory (UFFDIO_REGISTER_MODE_WP on a "
+        "memfd: %s), which protects a copy's source; needs Linux >= 5.19; use --backend=sim",
+        ErrnoText(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdDevice::WriteHostCopy(uint64_t offset, const void* data, uint64_t length) {
+  const char* bytes = static_cast<const char*>(data);
+  while (length > 0) {
+    const ssize_t written = pwrite(host_fd_, bytes, length, static_cast<off_t>(offset));
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return ErrnoStatus("pwrite into the host copies");
+    bytes += written;
+    offset += static_cast<uint64_t>(written);
+    length -= static_cast<uint64_t>(written);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdDevice::ReadHostCopy(uint64_t offset, void* out, uint64_t length) const {
+  char* bytes = static_cast<char*>(out);
+  while (length > 0) {
+    const ssize_t got = pread(host_fd_, bytes, length, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return ErrnoStatus("pread from the host copies");
+    bytes += got;
+    offset += static_cast<uint64_t>(got);
+    length -= static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdDevice::ProtectHost(uint64_t offset, uint64_t length, bool protect) {
+  if (uffd_ < 0) return absl::OkStatus();
+  uffdio_writeprotect request{};
+  request.range.start = reinterpret_cast<uint64_t>(host_) + offset;
+  request.range.len = length;
+  request.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;  // lifting it wakes the writers
+  if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
+    return ErrnoStatus(absl::StrFormat("UFFDIO_WRITEPROTECT of host copies %#x+%#x", offset,
+                                       length));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status UffdDevice::Register(char* start, uint64_t length) {
@@ -619,7 +672,10 @@ int UffdDevice::ReadFaults() {
     const uffd_msg& msg = messages[i];
     if (msg.event != UFFD_EVENT_PAGEFAULT) continue;
     UffdFault fault;
-    fault.offset = msg.arg.pagefault.address - reinterpret_cast<uint64_t>(device_);
+    const uint64_t address = msg.arg.pagefault.address;
+    const uint64_t host = reinterpret_cast<uint64_t>(host_);
+    fault.host = address >= host && address < host + range_bytes();
+    fault.offset = address - (fault.host ? host : reinterpret_cast<uint64_t>(device_));
     fault.write = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
     fault.write_protect = (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
     fault.tid = msg.arg.pagefault.feat.ptid;

@@ -81,6 +81,10 @@ struct UffdFault {
   bool write = false;          // a store (UFFD_PAGEFAULT_FLAG_WRITE)
   bool write_protect = false;  // a store to a mapped, write-protected page
   uint32_t tid = 0;            // the faulting thread (gettid)
+  // A write to a write-protected page of the host copies (ProtectHost):
+  // `offset` is then in the host copies, and the writer sleeps until the
+  // protection is lifted.
+  bool host = false;
 };
 
 class UffdDevice {
@@ -132,6 +136,11 @@ class UffdDevice {
   char* HostPage(uint64_t slot, int page) const {
     return host_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
   }
+  // The device memory behind a slot's page through the unregistered alias
+  // (never a fault): what a DMA copy writes or reads on a resident page.
+  char* DeviceMemory(uint64_t slot, int page) const {
+    return staging_ + slot * kBlockSize + static_cast<uint64_t>(page) * kPageSize;
+  }
   uint64_t range_bytes() const { return options_.max_blocks * kBlockSize; }
   bool huge_pages() const { return options_.huge_pages; }
 
@@ -141,6 +150,14 @@ class UffdDevice {
   absl::Status CopyIn(uint64_t slot, const PageMask& copy, const PageMask& zero);
   // Device pages -> host copy.
   absl::Status CopyOut(uint64_t slot, const PageMask& pages);
+  // Writes `length` bytes into the host copies at `offset` with pwrite, as a
+  // DMA engine writes host memory: past the CPU's page table, so a page
+  // write-protected against host stores (ProtectHost) takes it.
+  absl::Status WriteHostCopy(uint64_t offset, const void* data, uint64_t length);
+  // Reads `length` bytes of the host copies at `offset` into `out` with
+  // pread: what a staging thread copies from a source that the CPU's page
+  // table may have write-protected meanwhile.
+  absl::Status ReadHostCopy(uint64_t offset, void* out, uint64_t length) const;
   // Zeroes the host copy of `pages`: they hold no data yet, and their first
   // touch in host memory must find zeroes, as a migration zero-fills them.
   void ZeroHostCopy(uint64_t slot, const PageMask& pages);
@@ -192,6 +209,13 @@ class UffdDevice {
   // Lifts write protection on one mapped page (with huge frames: on its
   // whole frame) and wakes its writers.
   absl::Status AllowWrite(uint64_t offset);
+
+  // --- Write protection of host copies (a hidden copy's source) ---
+  // The host copies are registered with userfaultfd in write-protect mode:
+  // while [offset, offset + length) of them is protected, a store there
+  // sleeps in the kernel (its fault reaches the handler with `host` set)
+  // until the protection is lifted, which wakes it. Whole pages.
+  absl::Status ProtectHost(uint64_t offset, uint64_t length, bool protect);
 
   // --- Faults ---
   // Starts the reader thread, which calls `handler` for every fault it

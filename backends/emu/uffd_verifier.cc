@@ -1,5 +1,7 @@
 #include "backends/emu/uffd_verifier.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace umlab {
@@ -12,6 +14,7 @@ constexpr int kWords = static_cast<int>(kPageSize / sizeof(uint64_t));
 void UffdVerifier::AddSlots(uint64_t slots) {
   const size_t pages = slots * kPagesPerBlock;
   committed_.resize(pages, 0);
+  origin_.resize(pages, kOwnAddress);
   pending_.resize(pages, 0);
   garbage_.resize(pages, 0);
 }
@@ -20,6 +23,8 @@ void UffdVerifier::MarkGarbage(uint64_t page) { garbage_[page] = 1; }
 
 void UffdVerifier::MarkFresh(uint64_t page) {
   committed_[page] = 0;
+  origin_[page] = kOwnAddress;
+  shadows_.erase(page);
   garbage_[page] = 1;
 }
 
@@ -28,7 +33,63 @@ void UffdVerifier::BeginWrite(uint64_t page, uint32_t kernel) { pending_[page] =
 void UffdVerifier::CommitWrite(uint64_t page, uint32_t kernel) {
   if (pending_[page] != kernel) return;
   committed_[page] = kernel;
+  origin_[page] = kOwnAddress;
+  shadows_.erase(page);
   garbage_[page] = 0;
+}
+
+UffdVerifier::Words UffdVerifier::Expected(uint64_t page, uint64_t address) const {
+  if (auto shadow = shadows_.find(page); shadow != shadows_.end()) return *shadow->second;
+  Words words;
+  const uint64_t origin = OriginOf(page, address);
+  for (int w = 0; w < kWords; ++w) words[w] = Value(origin, w, committed_[page]);
+  return words;
+}
+
+void UffdVerifier::Copy(uint64_t destination, uint64_t source, uint64_t bytes,
+                        absl::FunctionRef<uint64_t(uint64_t address)> device_page_of) {
+  const uint64_t delta = source - destination;  // modulo 2^64: source = destination + delta
+  const uint64_t end = destination + bytes;
+  for (uint64_t page_address = destination / kPageSize * kPageSize; page_address < end;
+       page_address += kPageSize) {
+    const uint64_t page = device_page_of(page_address);
+    const uint64_t first = std::max(destination, page_address) - page_address;
+    const uint64_t last = std::min(end, page_address + kPageSize) - page_address;
+    if (first == 0 && last == kPageSize && (source - destination) % kPageSize == 0) {
+      // The whole page, from one source page at the same offset: its tags.
+      const uint64_t from_address = page_address + delta;
+      const uint64_t from = device_page_of(from_address);
+      committed_[page] = committed_[from];
+      origin_[page] = OriginOf(from, from_address);
+      garbage_[page] = garbage_[from];
+      if (auto shadow = shadows_.find(from); shadow != shadows_.end()) {
+        shadows_[page] = std::make_unique<Words>(*shadow->second);
+      } else {
+        shadows_.erase(page);
+      }
+      continue;
+    }
+    // In part, or shifted: byte by byte from the source pages' words.
+    Words words = Expected(page, page_address);
+    auto* out = reinterpret_cast<unsigned char*>(words.data());
+    bool source_garbage = false;
+    uint64_t cached_address = kOwnAddress;
+    Words cached{};
+    for (uint64_t b = first; b < last; ++b) {
+      const uint64_t from_byte = page_address + b + delta;
+      const uint64_t from_address = from_byte / kPageSize * kPageSize;
+      if (from_address != cached_address) {
+        const uint64_t from = device_page_of(from_address);
+        cached = Expected(from, from_address);
+        source_garbage = source_garbage || garbage_[from] != 0;
+        cached_address = from_address;
+      }
+      out[b] = reinterpret_cast<const unsigned char*>(cached.data())[from_byte - from_address];
+    }
+    // Zero stays acceptable where either side's bytes may have been dropped.
+    garbage_[page] = garbage_[page] != 0 || source_garbage ? 1 : 0;
+    shadows_[page] = std::make_unique<Words>(words);
+  }
 }
 
 uint64_t UffdVerifier::Value(uint64_t address, int word, uint32_t version) {
@@ -57,13 +118,20 @@ void UffdVerifier::ReadPage(const uint64_t* words, uint64_t address, uint64_t pa
   }
   const uint32_t committed = committed_[page];
   const bool written_now = pending_[page] == kernel;
-  const bool zero_ok = committed == 0 || garbage_[page] != 0;
+  auto shadow = shadows_.find(page);
+  const Words* expected = shadow == shadows_.end() ? nullptr : shadow->second.get();
+  // A copied page's zeroes are blank unless the bytes may have been dropped.
+  const bool zero_ok = (committed == 0 && expected == nullptr) || garbage_[page] != 0;
+  const uint64_t origin = OriginOf(page, address);
+  const auto expected_word = [&](int w) {
+    return expected != nullptr ? (*expected)[w] : Value(origin, w, committed);
+  };
   int bad = 0, zeroes = 0, first_bad = -1;
   uint64_t seen = 0;
   for (int w = 0; w < kWords; ++w) {
     const uint64_t value = __atomic_load_n(&words[w], __ATOMIC_RELAXED);
     if (value == 0) ++zeroes;
-    if (value == Value(address, w, committed)) continue;
+    if (value == expected_word(w)) continue;
     if (written_now && value == Value(address, w, kernel)) continue;
     if (value == 0 && zero_ok) continue;
     if (bad++ == 0) {
@@ -78,7 +146,7 @@ void UffdVerifier::ReadPage(const uint64_t* words, uint64_t address, uint64_t pa
     absl::MutexLock lock(&error_mu_);
     first_error_ = absl::StrFormat(
         "address %#x: read %#x in kernel %d, expected %#x (written by kernel %d)%s",
-        address + first_bad * 8, seen, kernel, Value(address, first_bad, committed), committed,
+        address + first_bad * 8, seen, kernel, expected_word(first_bad), committed,
         written_now ? " or this kernel's value" : "");
   }
 }

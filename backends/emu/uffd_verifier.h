@@ -12,6 +12,13 @@
 //   - zero, if the program said the bytes are garbage (deactivated or
 //     freed), since the engine may drop such pages instead of writing them
 //     back and the next touch then populates zeroes.
+// A program's copy (kCopy) gives its destination the source's content as
+// it was when the copy was issued (Copy): a page the copy covers whole, at
+// the same offset in its page, takes the source page's version and the
+// address its values derive from (its origin); any other page the copy
+// touches gets its expected words spelt out (a shadow page). So a read of a
+// copy's destination before the copy's bytes are there (a blank page, or
+// the bytes from before the copy) is a corrupted word.
 // Anything else is a corrupted word. Words are checked one by one with
 // relaxed atomic loads, so a page written by another SM mid-read is fine.
 //
@@ -20,12 +27,16 @@
 #ifndef UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_
 #define UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "core/memory_units.h"
 
@@ -44,6 +55,12 @@ class UffdVerifier {
   void MarkFresh(uint64_t device_page);     // allocated: zeroes expected
   void BeginWrite(uint64_t device_page, uint32_t kernel);  // kernel will write it
   void CommitWrite(uint64_t device_page, uint32_t kernel);
+  // A copy of `bytes` from program address `source` to `destination`, as
+  // issued: every destination page should hold the source's content from
+  // now on (where the copy covers it). `device_page_of` gives the device
+  // page of a program address's page.
+  void Copy(uint64_t destination, uint64_t source, uint64_t bytes,
+            absl::FunctionRef<uint64_t(uint64_t address)> device_page_of);
 
   // On SM threads, during kernel `kernel`. `address` is the program byte
   // address of the page (what the value derives from).
@@ -60,8 +77,22 @@ class UffdVerifier {
   std::string first_error() const;
 
  private:
+  using Words = std::array<uint64_t, kPageSize / sizeof(uint64_t)>;
+  static constexpr uint64_t kOwnAddress = ~uint64_t{0};
+  // The words page `device_page` (program address `address`) should hold.
+  Words Expected(uint64_t device_page, uint64_t address) const;
+  // The address the committed version's values derive from.
+  uint64_t OriginOf(uint64_t device_page, uint64_t address) const {
+    return origin_[device_page] == kOwnAddress ? address : origin_[device_page];
+  }
+
   bool check_;
   std::vector<uint32_t> committed_;
+  // Per page: the program page address its committed values derive from,
+  // when a copy brought them from another page (kOwnAddress: its own).
+  std::vector<uint64_t> origin_;
+  // Pages a copy covered in part or at another offset: their words.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Words>> shadows_;
   std::vector<uint32_t> pending_;
   std::vector<uint8_t> garbage_;
   std::atomic<uint64_t> pages_checked_{0};

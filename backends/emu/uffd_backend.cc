@@ -532,6 +532,28 @@ absl::Status UffdBackend::ExecuteKernel(const Event& begin) {
   return absl::OkStatus();
 }
 
+// Waits for the engine to settle the host's claims, only if there is
+// something to wait for (a kernel whose pages are all in host memory already
+// waits 0, as on the sim), charges the wait since `claimed_at`, then runs
+// `then` under the lock. A claim the engine could not settle (a page in
+// storage) fails the run.
+absl::Status UffdBackend::SettleHostClaims(bool settled, Nanos claimed_at,
+                                           absl::FunctionRef<void()> then) {
+  if (!settled) {
+    if (absl::Status s = AwaitEngine([](const Engine& engine) {
+          return engine.HostClaimsSettled();
+        });
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (!engine_->health().ok()) return engine_->health();
+  if (!settled) engine_->mutable_stats().host_wait_ns += Now() - claimed_at;
+  then();
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Host kernels.
 //
@@ -567,22 +589,9 @@ absl::Status UffdBackend::ExecuteHostKernel(const KernelAssembler& kernel) {
     engine_->OnProgramEvent(kernel.kernel_begin());
     settled = engine_->HostClaimsSettled();
   }
-  // Waiting only if there is something to wait for: a kernel whose pages
-  // are all in host memory already waits 0, as on the sim.
-  if (!settled) {
-    if (absl::Status s = AwaitEngine([](const Engine& engine) {
-          return engine.HostClaimsSettled();
-        });
-        !s.ok()) {
-      return s;
-    }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    // A claim the engine could not settle (a page in storage) fails it.
-    if (!engine_->health().ok()) return engine_->health();
-    if (!settled) engine_->mutable_stats().host_wait_ns += Now() - claimed_at;
-    PopulateHostCopies();
+  if (absl::Status s = SettleHostClaims(settled, claimed_at, [this] { PopulateHostCopies(); });
+      !s.ok()) {
+    return s;
   }
   const Nanos end = MonotonicNanos() + throttle_.Dilate(kernel.kernel_begin().duration_ns);
   ++kernel_seq_;

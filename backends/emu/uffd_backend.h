@@ -268,6 +268,9 @@ class UffdBackend final : public Backend,
   // Polls the engine, under mu_, until `done` says so or the run aborts
   // (CheckAbort).
   absl::Status AwaitEngine(absl::FunctionRef<bool(const Engine&)> done);
+  // After a host kernel's or a host-access copy's claims: waits for them to
+  // settle, charges the wait, and runs `then` under the lock.
+  absl::Status SettleHostClaims(bool settled, Nanos claimed_at, absl::FunctionRef<void()> then);
   void RecordProgram(const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Copies (uffd_copies.cc).

@@ -89,19 +89,10 @@ absl::Status UffdBackend::CopyAsHostAccess(const CopyCommand& copy) {
     engine_->ClaimForHost(copy.host_address, copy.size, !copy.to_device());
     settled = engine_->HostClaimsSettled();
   }
-  if (!settled) {
-    if (absl::Status s = AwaitEngine([](const Engine& engine) {
-          return engine.HostClaimsSettled();
-        });
-        !s.ok()) {
-      return s;
-    }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!engine_->health().ok()) return engine_->health();
-    if (!settled) engine_->mutable_stats().host_wait_ns += Now() - claimed_at;
-    ZeroFreshEdges(destination, copy.size);
+  if (absl::Status s = SettleHostClaims(settled, claimed_at,
+                                        [&] { ZeroFreshEdges(destination, copy.size); });
+      !s.ok()) {
+    return s;
   }
   // Without the engine's lock: a store into a write-protected source of a
   // copy still under way sleeps here until that copy is done.

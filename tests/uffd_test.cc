@@ -32,15 +32,6 @@
 namespace umlab::testing {
 namespace {
 
-UffdOptions FastChecked() {
-  UffdOptions options;
-  options.sms = 4;
-  options.throttle = false;
-  options.verify = true;
-  options.watchdog_s = 60;
-  return options;
-}
-
 // Demand paging that drops a victim's inactive pages instead of writing
 // them back, as DeepUM's invalidation does.
 class DropInactivePolicy final : public Policy {
@@ -58,7 +49,7 @@ TEST(UffdInvalidation, InactiveBytesComeBackZeroActiveBytesKeepTheirValues) {
       .Kernel(3, 0, {0}, /*write=*/false);  // reads all of block 0 back
   DropInactivePolicy policy;
   VectorSource source = program.Source();
-  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), FastChecked());
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), VerifiedUffdOptions());
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.stats.invalidated_bytes, kHalf * kPageSize);
   // The active half was written back and read back word for word...
@@ -79,7 +70,7 @@ TEST(UffdInvalidation, FreedMemoryIsZeroWhenReallocated) {
       .Kernel(2, 0, {0}, /*write=*/false);
   DemandPolicy policy;
   VectorSource source = program.Source();
-  const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), FastChecked());
+  const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), VerifiedUffdOptions());
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.counters.corrupted_words, 0u);
   EXPECT_EQ(run.stats.invalidated_bytes, kBlockSize);
@@ -98,7 +89,7 @@ TEST(UffdInvalidation, DataSurvivesEvictionRoundTrips) {
   }
   DemandPolicy policy;
   VectorSource source = program.Source();
-  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), FastChecked());
+  const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), VerifiedUffdOptions());
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.counters.corrupted_words, 0u);
   EXPECT_EQ(run.counters.pages_checked, 6u * kPagesPerBlock);
@@ -158,7 +149,7 @@ TEST(UffdStorage, DataSurvivesRoundTripsThroughStorage) {
     for (int block = 0; block < 6; ++block) program.Kernel(10 + block, 0, {block}, true);
     for (int block = 0; block < 6; ++block) program.Kernel(30 + block, 0, {block});
   }
-  UffdOptions options = FastChecked();
+  UffdOptions options = VerifiedUffdOptions();
   options.storage_dir = "/var/tmp";
   DemandPolicy policy;
   VectorSource source = program.Source();
@@ -217,7 +208,7 @@ void ExpectDeviceMemoryWithinCapacity(const UffdOptions& options) {
 }
 
 TEST(UffdMemory, DeviceMemoryStaysWithinCapacity) {
-  ExpectDeviceMemoryWithinCapacity(FastChecked());
+  ExpectDeviceMemoryWithinCapacity(VerifiedUffdOptions());
 }
 
 // The tmpfs directory the device_dir tests use: $UMLAB_TEST_DEVICE_DIR (to
@@ -234,13 +225,13 @@ std::string TestDeviceDir() {
 TEST(UffdMemory, DeviceMemoryInATmpfsDirectoryStaysWithinCapacity) {
   const std::string dir = TestDeviceDir();
   if (dir.empty()) GTEST_SKIP() << "no tmpfs at $UMLAB_TEST_DEVICE_DIR or /dev/shm";
-  UffdOptions options = FastChecked();
+  UffdOptions options = VerifiedUffdOptions();
   options.device_dir = dir;
   ExpectDeviceMemoryWithinCapacity(options);
 }
 
 TEST(UffdMemory, ADeviceDirectoryThatIsNotATmpfsIsRefusedWithTheWayOut) {
-  UffdOptions options = FastChecked();
+  UffdOptions options = VerifiedUffdOptions();
   options.device_dir = "/proc";
   ProgramBuilder program = CyclingProgram(2);
   DemandPolicy policy;
@@ -435,7 +426,7 @@ TEST(UffdMemory, AMappingTheKernelDroppedIsRestoredNotFaultedForever) {
     const uint64_t start = DeviceRangeStart();
     dropped = start != 0 && madvise(reinterpret_cast<void*>(start), kBlockSize, MADV_DONTNEED) == 0;
   });
-  UffdOptions options = FastChecked();
+  UffdOptions options = VerifiedUffdOptions();
   options.watchdog_s = 10;  // the loop, if it came back, fails here instead of hanging
   DemandPolicy policy;
   const UffdRun run = RunOnUffd(source, 1, policy, TestDevice(4), options);
@@ -492,7 +483,7 @@ TEST(UffdHugeFrames, WholeBlockRunVerifiesWithTheSameTrafficAsSmallPages) {
   constexpr uint64_t kFrames = 3;
   if (UffdDevice::FreeHugePages() < kFrames) GTEST_SKIP() << "no free 2 MiB huge pages";
   ProgramBuilder program = CyclingProgram(8);
-  UffdOptions huge = FastChecked();
+  UffdOptions huge = VerifiedUffdOptions();
   huge.huge_pages = true;
   WholeBlockPolicy policy;
   VectorSource source = program.Source();
@@ -507,7 +498,7 @@ TEST(UffdHugeFrames, WholeBlockRunVerifiesWithTheSameTrafficAsSmallPages) {
   WholeBlockPolicy small_policy;
   VectorSource small_source = program.Source();
   const UffdRun small =
-      RunOnUffd(small_source, kFrames, small_policy, TestDevice(4), FastChecked());
+      RunOnUffd(small_source, kFrames, small_policy, TestDevice(4), VerifiedUffdOptions());
   ASSERT_TRUE(small.status.ok()) << small.status;
   EXPECT_FALSE(small.counters.huge_frames);
   EXPECT_EQ(run.stats.h2d_bytes, small.stats.h2d_bytes);
@@ -519,7 +510,7 @@ TEST(UffdHugeFrames, WholeBlockRunVerifiesWithTheSameTrafficAsSmallPages) {
 TEST(UffdHugeFrames, PartialMigrationFailsTheRunWithTheWayOut) {
   if (UffdDevice::FreeHugePages() < 2) GTEST_SKIP() << "no free 2 MiB huge pages";
   ProgramBuilder program = CyclingProgram(2);
-  UffdOptions huge = FastChecked();
+  UffdOptions huge = VerifiedUffdOptions();
   huge.huge_pages = true;
   DemandPolicy policy;  // one 4 KiB page per fault: cannot be a PMD
   VectorSource source = program.Source();
@@ -582,7 +573,7 @@ TEST(UffdTeardown, SigintStopsTheRunAndLeavesNothingBehind) {
   absl::Status status;
   {
     absl::StatusOr<std::unique_ptr<UffdBackend>> backend =
-        UffdBackend::Create(TestDevice(4), 2, FastChecked());
+        UffdBackend::Create(TestDevice(4), 2, VerifiedUffdOptions());
     ASSERT_TRUE(backend.ok()) << backend.status();
     DemandPolicy policy;
     Engine engine(**backend, policy, 2, EngineConfig());
@@ -609,7 +600,7 @@ TEST(UffdTeardown, AnErrorMidRunLeavesNothingBehind) {
   program.End(99);
   DemandPolicy policy;
   VectorSource source = program.Source();
-  UffdOptions options = FastChecked();
+  UffdOptions options = VerifiedUffdOptions();
   const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), options);
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
   EXPECT_EQ(CountEntries("/proc/self/task"), threads_before);

@@ -10,8 +10,11 @@
 # after UMLAB_CLUSTER_TIMEOUT seconds (default 90), so that the whole run
 # stays within about 8 minutes. UMLAB_CLUSTER_DEVICE_PARAM overrides the
 # h200 preset the programs' compute times come from ("hbm_gbps=3350" for
-# H100 SXM cards). The sim's prediction for the same runs is the command
-# printed at the end (deterministic: run it on any machine).
+# H100 SXM cards). UMLAB_CLUSTER_ARGS adds arguments to every
+# umlab_cuda_cluster call ("--cupti=off": CUPTI slows the driver's paging,
+# so runs meant to be timed against the sim leave it off). The sim's
+# prediction for the same runs is the command printed at the end
+# (deterministic: run it on any machine).
 set -uo pipefail
 bin=${1:-$(cd "$(dirname "$0")" && pwd)}
 out=${2:-${OUT:-.}}
@@ -29,7 +32,7 @@ for app in $apps; do
   start=$(date +%s)
   timeout "$limit" "$bin/umlab_cuda_cluster" --app="$app:scale=1" --devices=1,2 \
     --schemes=none,sp --device=h200 ${params:+"--device-param=$params"} \
-    --json="$out/$app.json" > "$out/$app.txt" 2> "$out/$app.log"
+    ${UMLAB_CLUSTER_ARGS:-} --json="$out/$app.json" > "$out/$app.txt" 2> "$out/$app.log"
   code=$?
   echo "$app: exit $code in $(( $(date +%s) - start )) s" | tee -a "$out/cluster.log"
   [ $code -eq 0 ] || tail -3 "$out/$app.log"

@@ -249,7 +249,8 @@ absl::Status CudaBackend::Prepare() {
 
   // Last, so that what is left free is the capacity and nothing else.
   if (options_.memory == MemoryMode::kDriver && bounded) {
-    absl::StatusOr<std::unique_ptr<GpuBalloon>> balloon = GpuBalloon::Inflate(capacity_bytes);
+    absl::StatusOr<std::unique_ptr<GpuBalloon>> balloon =
+        GpuBalloon::Inflate(capacity_bytes + options_.driver_reserve_bytes);
     if (!balloon.ok()) return balloon.status();
     balloon_ = std::move(*balloon);
   }
@@ -714,6 +715,11 @@ UMLAB_REGISTER_BACKEND(
        "faults (the engine first evicts the policy's victim for a prefetch into a full device)",
        {},
        {"all", "faults"}},
+      {"reserve_mib", ParamType::kInt, "2",
+       "memory=driver: room the balloon leaves beyond --capacity for the driver's own use, so "
+       "that managed data gets the whole capacity (the H200's driver keeps about 3 MiB free; "
+       "umlab_room_probe measures it, docs/cuda.md)",
+       ParamRange::Closed(0, 1 << 20)},
       {"run_ahead", ParamType::kInt, "256", "kernels launched ahead of the GPU",
        ParamRange::Closed(1, 1 << 20)},
       {"poll_us", ParamType::kDouble, "20", "how often the engine thread looks for news",
@@ -748,6 +754,7 @@ UMLAB_REGISTER_BACKEND(
        options.record_buffer_bytes = static_cast<size_t>(params.Int("buffer_kb")) << 10;
        options.kernel_log = params.String("kernels");
        options.driver_room_for_prefetches = params.Choice("room") == 0;  // "all"
+       options.driver_reserve_bytes = static_cast<uint64_t>(params.Int("reserve_mib")) << 20;
        absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
            CudaBackend::Create(device, capacity_frames, options);
        if (!backend.ok()) return backend.status();

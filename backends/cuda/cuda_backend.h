@@ -100,6 +100,10 @@ struct CudaOptions {
   // the driver has evicted). Otherwise a prefetch into a full device first
   // evicts the policy's victim, through a second call to the driver.
   bool driver_room_for_prefetches = true;
+  // memory=driver: what the balloon leaves free beyond the capacity, for
+  // the driver's own use, so that managed data gets the whole capacity
+  // (umlab_room_probe measures how many blocks fit).
+  uint64_t driver_reserve_bytes = uint64_t{2} << 20;
 };
 
 class CudaBackend final : public UvmDriverBackend {

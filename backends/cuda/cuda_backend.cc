@@ -96,6 +96,13 @@ absl::Status CudaBackend::Initialise() {
       !s.ok()) {
     return s;
   }
+  // Times in ns since the run began on the host's clock (Now()).
+  if (absl::Status s = OpenCsvLog(options_.memory_log, "memory_log",
+                                  "time_ns,engine_used_frames,capacity_frames,gpu_free_bytes\n",
+                                  memory_log_);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CudaCheck(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking),
                                  "cudaStreamCreate");
       !s.ok()) {
@@ -517,6 +524,19 @@ void CudaBackend::DeliverBetween(uint64_t first, uint64_t count, uint64_t next_k
   }
 }
 
+void CudaBackend::SampleMemory() {
+  if (memory_log_ == nullptr) return;
+  const Nanos now = Now();
+  if (now < next_memory_sample_) return;
+  constexpr Nanos kMemorySamplePeriodNs = 1'000'000;
+  next_memory_sample_ = now + kMemorySamplePeriodNs;
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  std::fprintf(memory_log_.get(), "%lld,%llu,%llu,%zu\n", static_cast<long long>(now),
+               static_cast<unsigned long long>(engine_->memory_state().used_frames()),
+               static_cast<unsigned long long>(capacity_frames_), free_bytes);
+}
+
 void CudaBackend::ServeEngine() {
   const uint64_t kernels = plan_.kernels.size();
   uint64_t next = 0;     // the kernel whose begin or end comes next
@@ -565,6 +585,7 @@ void CudaBackend::ServeEngine() {
       Fail(std::move(s));
       return;
     }
+    SampleMemory();
     if (progressed) {
       idle_polls = 0;
       continue;
@@ -740,7 +761,10 @@ UMLAB_REGISTER_BACKEND(
        "driver's thrashing and throttling) to this CSV file"},
       {"kernels", ParamType::kString, "",
        "write each kernel's accesses, issuers, compute time and its begin and end on the GPU's "
-       "clock to this CSV file"}},
+       "clock to this CSV file"},
+      {"memory_log", ParamType::kString, "",
+       "write, every millisecond, the frames the engine's books hold and the GPU's free memory "
+       "(cudaMemGetInfo) to this CSV file: where the engine's view departs from the driver's"}},
      [](const ParamMap& params, const DeviceConfig& device,
         uint64_t capacity_frames) -> absl::StatusOr<std::unique_ptr<Backend>> {
        CudaOptions options;
@@ -753,6 +777,7 @@ UMLAB_REGISTER_BACKEND(
        options.forced_flush = params.Bool("forced_flush");
        options.record_buffer_bytes = static_cast<size_t>(params.Int("buffer_kb")) << 10;
        options.kernel_log = params.String("kernels");
+       options.memory_log = params.String("memory_log");
        options.driver_room_for_prefetches = params.Choice("room") == 0;  // "all"
        options.driver_reserve_bytes = static_cast<uint64_t>(params.Int("reserve_mib")) << 20;
        absl::StatusOr<std::unique_ptr<CudaBackend>> backend =

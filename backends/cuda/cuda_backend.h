@@ -95,6 +95,11 @@ struct CudaOptions {
   // and end stamps are written here as CSV at the end of the run (how the
   // replay kept to the compute time, kernel by kernel).
   std::string kernel_log;
+  // When set, the engine thread writes here as CSV, every millisecond, how
+  // many frames the engine's books hold and how much memory the GPU has
+  // free (cudaMemGetInfo): where the engine's view of the device departs
+  // from the driver's.
+  std::string memory_log;
   // memory=driver: whether the engine lets the driver make room for its
   // prefetches too (it always does for faults, which it hears of only after
   // the driver has evicted). Otherwise a prefetch into a full device first
@@ -162,6 +167,9 @@ class CudaBackend final : public UvmDriverBackend {
   // The engine thread's loop: progress, faults, completions, until the last
   // kernel has ended.
   void ServeEngine();
+  // Writes one line of the memory log when a millisecond has passed since
+  // the last (memory_log).
+  void SampleMemory();
   // Delivers the program events [first, first + count) of the plan, which
   // come before kernel `next_kernel` (the kernel count after the last).
   void DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel);
@@ -226,6 +234,8 @@ class CudaBackend final : public UvmDriverBackend {
   // The driver's records: faults, its own evictions, traffic per iteration.
   DriverRecordReader driver_records_;
   CsvLog kernel_log_ = NoCsvLog();
+  CsvLog memory_log_ = NoCsvLog();
+  Nanos next_memory_sample_ = 0;
   uint64_t overshoot_max_frames_ = 0;
   uint64_t overshoot_sum_frames_ = 0;
   uint64_t overshoot_samples_ = 0;

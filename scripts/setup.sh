@@ -8,9 +8,10 @@
 set -euo pipefail
 
 # parallel: GNU parallel, which `umlab sweep --run=local` and its test use;
-# libyaml-cpp-dev: sweep grids in YAML.
+# libyaml-cpp-dev: sweep grids in YAML; lld: the linker scripts/test.sh's
+# sanitized builds use (faster than ld.bfd).
 packages=(
-  build-essential cmake ninja-build pkg-config git parallel
+  build-essential cmake ninja-build pkg-config git parallel lld
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   liburing-dev libzstd-dev nlohmann-json3-dev
   # The Python module (python/) and its tests; the build skips them without these.

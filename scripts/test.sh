@@ -34,13 +34,18 @@ case "${1:-}" in
     build=build-tsan
     # Only the multi-threaded code is worth the (5-15x) slower TSan build; the
     # cuda backend needs a GPU to run, so it is not built here.
-    # RelWithDebInfo (-O2 -g), not the project's Release: TSan's reports
-    # want line numbers, and at -O3 with TSan's instrumentation GCC 12
-    # reports a std::optional<std::string> in cli/arguments.cc as maybe
-    # uninitialized (-Wmaybe-uninitialized, a false positive it gives for
-    # optional at -O3).
+    # RelWithDebInfo, not the project's Release: TSan's reports want line
+    # numbers, and at -O3 with TSan's instrumentation GCC 12 reports a
+    # std::optional<std::string> in cli/arguments.cc as maybe uninitialized
+    # (-Wmaybe-uninitialized, a false positive it gives for optional at -O3).
+    # Its -g is -g1: line tables, all a report's file:line needs (inlined
+    # frames included), in 13% less compile time than -g. As in the ASan
+    # build (scripts/sanitized-build.sh), the libraries are unity builds and
+    # lld links. Together these took this build from 906 s of CPU to 421 s
+    # (user + sys, ccache off, on a 2-core machine).
     extra=(-DUMLAB_SANITIZE=thread -DUMLAB_BENCH=OFF -DUMLAB_CUDA=OFF
-           -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+           -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+           -DUMLAB_UNITY_BUILD=ON -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld)
     targets=(--target threaded_tests)
     ctest_args=(-L threads)
     # No suppressions: every race TSan reported here was fixed at its root.

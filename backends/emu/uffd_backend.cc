@@ -133,7 +133,7 @@ UffdBackend::UffdBackend(const DeviceConfig& device, uint64_t capacity_frames,
       device_config_(device),
       throttle_(device.link, options.dilation, options.throttle),
       remote_latency_(throttle_.Dilate(device.link.remote_latency_ns)),
-      verifier_(options.verify),
+      verifier_(options.verify, options.max_blocks),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
       gather_window_(throttle_.Dilate(device.fault_latency_ns)),
       copies_(device_config_, static_cast<CopyStream::Mover&>(*this)) {}

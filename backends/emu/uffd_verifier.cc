@@ -11,38 +11,42 @@ constexpr int kWords = static_cast<int>(kPageSize / sizeof(uint64_t));
 
 }  // namespace
 
+UffdVerifier::UffdVerifier(bool check, uint64_t max_slots)
+    : check_(check), max_slots_(max_slots), slot_tags_(new std::unique_ptr<SlotTags>[max_slots]) {}
+
 void UffdVerifier::AddSlots(uint64_t slots) {
-  const size_t pages = slots * kPagesPerBlock;
-  committed_.resize(pages, 0);
-  origin_.resize(pages, kOwnAddress);
-  pending_.resize(pages, 0);
-  garbage_.resize(pages, 0);
+  for (slots = std::min(slots, max_slots_); slots_ < slots; ++slots_) {
+    slot_tags_[slots_] = std::make_unique<SlotTags>();
+  }
 }
 
-void UffdVerifier::MarkGarbage(uint64_t page) { garbage_[page] = 1; }
+void UffdVerifier::MarkGarbage(uint64_t page) { Tag(page).garbage = 1; }
 
 void UffdVerifier::MarkFresh(uint64_t page) {
-  committed_[page] = 0;
-  origin_[page] = kOwnAddress;
+  PageTag& tag = Tag(page);
+  tag.committed = 0;
+  tag.origin = kOwnAddress;
+  tag.garbage = 1;
   shadows_.erase(page);
-  garbage_[page] = 1;
 }
 
-void UffdVerifier::BeginWrite(uint64_t page, uint32_t kernel) { pending_[page] = kernel; }
+void UffdVerifier::BeginWrite(uint64_t page, uint32_t kernel) { Tag(page).pending = kernel; }
 
 void UffdVerifier::CommitWrite(uint64_t page, uint32_t kernel) {
-  if (pending_[page] != kernel) return;
-  committed_[page] = kernel;
-  origin_[page] = kOwnAddress;
+  PageTag& tag = Tag(page);
+  if (tag.pending != kernel) return;
+  tag.committed = kernel;
+  tag.origin = kOwnAddress;
+  tag.garbage = 0;
   shadows_.erase(page);
-  garbage_[page] = 0;
 }
 
 UffdVerifier::Words UffdVerifier::Expected(uint64_t page, uint64_t address) const {
   if (auto shadow = shadows_.find(page); shadow != shadows_.end()) return *shadow->second;
   Words words;
   const uint64_t origin = OriginOf(page, address);
-  for (int w = 0; w < kWords; ++w) words[w] = Value(origin, w, committed_[page]);
+  const uint32_t committed = Tag(page).committed;
+  for (int w = 0; w < kWords; ++w) words[w] = Value(origin, w, committed);
   return words;
 }
 
@@ -59,9 +63,10 @@ void UffdVerifier::Copy(uint64_t destination, uint64_t source, uint64_t bytes,
       // The whole page, from one source page at the same offset: its tags.
       const uint64_t from_address = page_address + delta;
       const uint64_t from = device_page_of(from_address);
-      committed_[page] = committed_[from];
-      origin_[page] = OriginOf(from, from_address);
-      garbage_[page] = garbage_[from];
+      PageTag& tag = Tag(page);
+      tag.committed = Tag(from).committed;
+      tag.origin = OriginOf(from, from_address);
+      tag.garbage = Tag(from).garbage;
       if (auto shadow = shadows_.find(from); shadow != shadows_.end()) {
         shadows_[page] = std::make_unique<Words>(*shadow->second);
       } else {
@@ -81,13 +86,13 @@ void UffdVerifier::Copy(uint64_t destination, uint64_t source, uint64_t bytes,
       if (from_address != cached_address) {
         const uint64_t from = device_page_of(from_address);
         cached = Expected(from, from_address);
-        source_garbage = source_garbage || garbage_[from] != 0;
+        source_garbage = source_garbage || Tag(from).garbage != 0;
         cached_address = from_address;
       }
       out[b] = reinterpret_cast<const unsigned char*>(cached.data())[from_byte - from_address];
     }
     // Zero stays acceptable where either side's bytes may have been dropped.
-    garbage_[page] = garbage_[page] != 0 || source_garbage ? 1 : 0;
+    Tag(page).garbage = Tag(page).garbage != 0 || source_garbage ? 1 : 0;
     shadows_[page] = std::make_unique<Words>(words);
   }
 }
@@ -116,12 +121,13 @@ void UffdVerifier::ReadPage(const uint64_t* words, uint64_t address, uint64_t pa
     (void)__atomic_load_n(&words[0], __ATOMIC_RELAXED);  // the touch is what matters
     return;
   }
-  const uint32_t committed = committed_[page];
-  const bool written_now = pending_[page] == kernel;
+  const PageTag& tag = Tag(page);
+  const uint32_t committed = tag.committed;
+  const bool written_now = tag.pending == kernel;
   auto shadow = shadows_.find(page);
   const Words* expected = shadow == shadows_.end() ? nullptr : shadow->second.get();
   // A copied page's zeroes are blank unless the bytes may have been dropped.
-  const bool zero_ok = (committed == 0 && expected == nullptr) || garbage_[page] != 0;
+  const bool zero_ok = (committed == 0 && expected == nullptr) || tag.garbage != 0;
   const uint64_t origin = OriginOf(page, address);
   const auto expected_word = [&](int w) {
     return expected != nullptr ? (*expected)[w] : Value(origin, w, committed);

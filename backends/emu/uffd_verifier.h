@@ -22,8 +22,12 @@
 // Anything else is a corrupted word. Words are checked one by one with
 // relaxed atomic loads, so a page written by another SM mid-read is fine.
 //
-// The tables grow with the device's slots (between kernels only); during a
-// kernel they are read by SM threads and written by nobody.
+// The tables grow with the device's slots, one block's pages at a time, and
+// a slot's tags never move once made: a migration may give a block its slot
+// in the middle of a kernel (UffdBackend::SlotOrFail), while SM threads read
+// the tags of other slots. (They were vectors, and a resize under a reading
+// SM was a use after free, seen as a rare segfault in ReadPage.) During a
+// kernel the tags are read by SM threads and written by nobody.
 #ifndef UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_
 #define UMLAB_BACKENDS_EMU_UFFD_VERIFIER_H_
 
@@ -45,9 +49,11 @@ namespace umlab {
 class UffdVerifier {
  public:
   // `check` false: writes still store their values, reads only touch.
-  explicit UffdVerifier(bool check) : check_(check) {}
+  // `max_slots`: the most slots the device will have (its max_blocks).
+  UffdVerifier(bool check, uint64_t max_slots);
 
-  // Device page index: slot * 512 + page in slot.
+  // Device page index: slot * 512 + page in slot. Makes the tags of slots
+  // up to `slots`; the caller orders this before any use of the new slots.
   void AddSlots(uint64_t slots);
 
   // Program semantics (between kernels).
@@ -81,20 +87,35 @@ class UffdVerifier {
   static constexpr uint64_t kOwnAddress = ~uint64_t{0};
   // The words page `device_page` (program address `address`) should hold.
   Words Expected(uint64_t device_page, uint64_t address) const;
+  // What the verifier knows of one device page.
+  struct PageTag {
+    // The program page address its committed values derive from, when a
+    // copy brought them from another page (kOwnAddress: its own).
+    uint64_t origin = kOwnAddress;
+    uint32_t committed = 0;  // the version the page holds (0: zeroes)
+    uint32_t pending = 0;    // the kernel that writes it next
+    uint8_t garbage = 0;     // zeroes are fine too (see the top)
+  };
+  using SlotTags = std::array<PageTag, kPagesPerBlock>;
+  PageTag& Tag(uint64_t device_page) {
+    return (*slot_tags_[device_page / kPagesPerBlock])[device_page % kPagesPerBlock];
+  }
+  const PageTag& Tag(uint64_t device_page) const {
+    return (*slot_tags_[device_page / kPagesPerBlock])[device_page % kPagesPerBlock];
+  }
   // The address the committed version's values derive from.
   uint64_t OriginOf(uint64_t device_page, uint64_t address) const {
-    return origin_[device_page] == kOwnAddress ? address : origin_[device_page];
+    const uint64_t origin = Tag(device_page).origin;
+    return origin == kOwnAddress ? address : origin;
   }
 
   bool check_;
-  std::vector<uint32_t> committed_;
-  // Per page: the program page address its committed values derive from,
-  // when a copy brought them from another page (kOwnAddress: its own).
-  std::vector<uint64_t> origin_;
+  uint64_t max_slots_;
+  uint64_t slots_ = 0;
+  // One table per slot, made by AddSlots; the array of them never moves.
+  std::unique_ptr<std::unique_ptr<SlotTags>[]> slot_tags_;
   // Pages a copy covered in part or at another offset: their words.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Words>> shadows_;
-  std::vector<uint32_t> pending_;
-  std::vector<uint8_t> garbage_;
   std::atomic<uint64_t> pages_checked_{0};
   std::atomic<uint64_t> corrupted_{0};
   std::atomic<uint64_t> zeroed_pages_{0};

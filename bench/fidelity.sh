@@ -11,6 +11,8 @@
 # UMLAB_FIDELITY_DEVICE_PARAM adds one --device-param K=V to every run. The sim
 # predicts with UMLAB_FIDELITY_SIM, default sim:policy_from=user: the policy
 # from user space over a modelled driver, as the cuda backend runs it.
+# UMLAB_FIDELITY_CUDA_ARGS adds parameters to every cuda backend spec (e.g.
+# infer_residency=true).
 # UMLAB_FIDELITY_PACE=1 also runs each workload at capacity 1.0 under ideal
 # and demand with the per-kernel log (OUT/full_W.json, OUT/kernels_W.csv)
 # and umlab_cuda_calibrate (OUT/calibration.json), for bench/pace_table.py.
@@ -60,7 +62,8 @@ for workload in $workloads; do
   for capacity in $capacities; do
     run "sim_${name}_${capacity}" --backend="$sim" --workload="$name" "${args[@]}" --capacity="$capacity"
     for mode in $modes; do
-      run "cuda-${mode}_${name}_${capacity}" --backend="cuda:memory=$mode" --workload="$name" \
+      run "cuda-${mode}_${name}_${capacity}" \
+        --backend="cuda:memory=$mode${UMLAB_FIDELITY_CUDA_ARGS:+,$UMLAB_FIDELITY_CUDA_ARGS}" --workload="$name" \
         "${args[@]}" --capacity="$capacity"
     done
   done

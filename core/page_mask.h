@@ -10,6 +10,9 @@
 namespace umlab {
 
 using PageMask = std::bitset<kPagesPerBlock>;
+// A mask as 64-bit words, where one crosses threads or processes as atomics
+// or raw bytes (the uffd device's page bits, the cluster's messages).
+inline constexpr int kPageMaskWords = kPagesPerBlock / 64;
 
 // The pages [first, first + count) of a block; the range is clipped to it.
 inline PageMask PageRangeMask(int first, int count) {

@@ -12,27 +12,25 @@
 namespace umlab {
 namespace {
 
-constexpr int kMaskWords = kPagesPerBlock / 64;
-
 struct WireHeader {
   uint32_t kind;
   int32_t device;
   int32_t value;
   uint32_t payload_bytes;
   uint64_t block;
-  uint64_t read[kMaskWords];
-  uint64_t write[kMaskWords];
+  uint64_t read[kPageMaskWords];
+  uint64_t write[kPageMaskWords];
 };
 
 struct WireAction {
   int32_t tag;
   int32_t device;
   uint64_t block;
-  uint64_t pages[kMaskWords];
+  uint64_t pages[kPageMaskWords];
 };
 
 void PackMask(const PageMask& mask, uint64_t* words) {
-  for (int w = 0; w < kMaskWords; ++w) words[w] = 0;
+  for (int w = 0; w < kPageMaskWords; ++w) words[w] = 0;
   for (int page = 0; page < kPagesPerBlock; ++page) {
     if (mask.test(page)) words[page / 64] |= uint64_t{1} << (page % 64);
   }

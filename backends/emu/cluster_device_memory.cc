@@ -11,14 +11,14 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "backends/emu/system_error.h"
 #include "backends/emu/uffd_device.h"
 
 namespace umlab {
 namespace {
 
-absl::Status ErrnoStatus(const std::string& what) {
-  return absl::InternalError(absl::StrFormat("cluster device: %s: %s", what, std::strerror(errno)));
-}
+// How this file's errors name the device (ErrnoStatus).
+constexpr absl::string_view kDevice = "cluster device";
 
 char* PageAddress(char* base, BlockNumber block, int page) {
   return base + (FirstPageOfBlock(block) + static_cast<uint64_t>(page)) * kPageSize;
@@ -34,12 +34,12 @@ absl::StatusOr<std::unique_ptr<ClusterDeviceMemory>> ClusterDeviceMemory::Create
   uffdio_api api{};
   api.api = UFFD_API;
   api.features = 0;
-  if (ioctl(memory->uffd_, UFFDIO_API, &api) != 0) return ErrnoStatus("UFFDIO_API");
+  if (ioctl(memory->uffd_, UFFDIO_API, &api) != 0) return ErrnoStatus(kDevice, "UFFDIO_API");
   memory->bytes_ = (bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
   memory->pages_ = memory->bytes_ / kPageSize;
   void* base = mmap(nullptr, memory->bytes_, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return ErrnoStatus("mmap of the unified range");
+  if (base == MAP_FAILED) return ErrnoStatus(kDevice, "mmap of the unified range");
   memory->base_ = static_cast<char*>(base);
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(memory->base_);
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<ClusterDeviceMemory>> ClusterDeviceMemory::Create
         "memory, which this kernel does not offer; use `umlab snurhac` on the sim");
   }
   memory->pagemap_fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (memory->pagemap_fd_ < 0) return ErrnoStatus("opening /proc/self/pagemap");
+  if (memory->pagemap_fd_ < 0) return ErrnoStatus(kDevice, "opening /proc/self/pagemap");
   memory->mapping_.assign(memory->pages_, PageMapping::kUnmapped);
   return memory;
 }
@@ -79,7 +79,7 @@ absl::StatusOr<std::pair<PageMask, PageMask>> ClusterDeviceMemory::PageTable(
   const uint64_t first = reinterpret_cast<uint64_t>(base_) / kPageSize + FirstPageOfBlock(block);
   const ssize_t got = pread(pagemap_fd_, entries, sizeof(entries),
                             static_cast<off_t>(first * sizeof(uint64_t)));
-  if (got != static_cast<ssize_t>(sizeof(entries))) return ErrnoStatus("reading pagemap");
+  if (got != static_cast<ssize_t>(sizeof(entries))) return ErrnoStatus(kDevice, "reading pagemap");
   PageMask present, writable;
   for (int page = 0; page < kPagesPerBlock; ++page) {
     if ((entries[page] & kPresent) == 0) continue;
@@ -137,7 +137,7 @@ absl::Status ClusterDeviceMemory::Install(BlockNumber block, const PageMask& pag
     for (int page = start; page < start + count; ++page) {
       if (mapping_[first + page] != PageMapping::kUnmapped &&
           madvise(PageAddress(base_, block, page), kPageSize, MADV_DONTNEED) != 0) {
-        status = ErrnoStatus("MADV_DONTNEED before a copy");
+        status = ErrnoStatus(kDevice, "MADV_DONTNEED before a copy");
         return;
       }
     }
@@ -152,7 +152,7 @@ absl::Status ClusterDeviceMemory::Install(BlockNumber block, const PageMask& pag
       if (ioctl(uffd_, UFFDIO_COPY, &copy) == 0) break;
       if (copy.copy > 0) done += static_cast<uint64_t>(copy.copy);
       if (errno == EAGAIN || errno == EINTR) continue;
-      status = ErrnoStatus(absl::StrFormat("UFFDIO_COPY of page %d", first + start));
+      status = ErrnoStatus(kDevice, absl::StrFormat("UFFDIO_COPY of page %d", first + start));
       return;
     }
     for (int page = start; page < start + count; ++page) {
@@ -187,7 +187,7 @@ absl::Status ClusterDeviceMemory::SetWriteProtection(BlockNumber block, const Pa
     // Lifting the protection (mode 0) also wakes the writers it stalled.
     request.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
     if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
-      status = ErrnoStatus(protect ? "UFFDIO_WRITEPROTECT" : "UFFDIO_WRITEPROTECT (lift)");
+      status = ErrnoStatus(kDevice, protect ? "UFFDIO_WRITEPROTECT" : "UFFDIO_WRITEPROTECT (lift)");
       return;
     }
     for (int page = start; page < start + count; ++page) {
@@ -222,7 +222,7 @@ absl::Status ClusterDeviceMemory::Unmap(BlockNumber block, const PageMask& pages
     if (!status.ok()) return;
     if (madvise(PageAddress(base_, block, start), static_cast<uint64_t>(count) * kPageSize,
                 MADV_DONTNEED) != 0) {
-      status = ErrnoStatus("MADV_DONTNEED");
+      status = ErrnoStatus(kDevice, "MADV_DONTNEED");
       return;
     }
     for (int page = start; page < start + count; ++page) {
@@ -239,7 +239,7 @@ absl::Status ClusterDeviceMemory::Wake(BlockNumber block, const PageMask& pages)
     uffdio_range range{};
     range.start = reinterpret_cast<uint64_t>(PageAddress(base_, block, start));
     range.len = static_cast<uint64_t>(count) * kPageSize;
-    if (ioctl(uffd_, UFFDIO_WAKE, &range) != 0) status = ErrnoStatus("UFFDIO_WAKE");
+    if (ioctl(uffd_, UFFDIO_WAKE, &range) != 0) status = ErrnoStatus(kDevice, "UFFDIO_WAKE");
   });
   return status;
 }
@@ -249,7 +249,7 @@ absl::StatusOr<std::vector<ClusterFault>> ClusterDeviceMemory::ReadFaults(int ti
   std::vector<ClusterFault> faults;
   pollfd fds[2] = {{uffd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
   const int ready = poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
-  if (ready < 0 && errno != EINTR) return ErrnoStatus("poll on the userfaultfd");
+  if (ready < 0 && errno != EINTR) return ErrnoStatus(kDevice, "poll on the userfaultfd");
   if (ready <= 0 || fds[0].revents == 0) return faults;
   uffd_msg messages[64];
   while (true) {
@@ -257,7 +257,7 @@ absl::StatusOr<std::vector<ClusterFault>> ClusterDeviceMemory::ReadFaults(int ti
     if (got < 0) {
       if (errno == EAGAIN) break;
       if (errno == EINTR) continue;
-      return ErrnoStatus("read of the userfaultfd");
+      return ErrnoStatus(kDevice, "read of the userfaultfd");
     }
     const size_t count = static_cast<size_t>(got) / sizeof(uffd_msg);
     for (size_t i = 0; i < count; ++i) {

@@ -10,11 +10,10 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "backends/emu/system_error.h"
 
 namespace umlab {
 namespace {
-
-std::string ErrnoText(int error) { return std::strerror(error); }
 
 // An unnamed file in `directory`: O_TMPFILE where the filesystem has it,
 // else a named one unlinked at once.

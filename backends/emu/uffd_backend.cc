@@ -17,13 +17,13 @@
 #include "core/backend_registry.h"
 #include "core/block_range.h"
 #include "core/kernel_assembler.h"
+#include "core/page_mask.h"
 #include "core/sigint_guard.h"
 #include "backends/emu/uffd_spin.h"
 
 namespace umlab {
 namespace {
 
-constexpr int kMaskWords = kPagesPerBlock / 64;
 constexpr size_t kMaxLatencySamples = 1 << 20;
 // How often the run thread looks up from waiting (SIGINT, errors, watchdog).
 constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
@@ -62,12 +62,12 @@ void SleepPacing(Nanos deadline) {
 }  // namespace
 
 struct UffdBackend::SlotBits {
-  std::atomic<uint64_t> mapped[kMaskWords];
-  std::atomic<uint64_t> accessed[kMaskWords];
-  std::atomic<uint64_t> dirty[kMaskWords];
+  std::atomic<uint64_t> mapped[kPageMaskWords];
+  std::atomic<uint64_t> accessed[kPageMaskWords];
+  std::atomic<uint64_t> dirty[kPageMaskWords];
   // Mapped remotely: the device range shows the host copy there. Changed
   // under map_mu_ (and mu_), read by the SMs without a lock.
-  std::atomic<uint64_t> remote[kMaskWords];
+  std::atomic<uint64_t> remote[kPageMaskWords];
   // Under map_mu_: the slot holds device memory (a frame's page cache), and
   // how many transfers of its block are submitted and not landed. The frame
   // is released once nothing is mapped and nothing is in flight.
@@ -87,13 +87,13 @@ void SetBit(std::atomic<uint64_t>* words, int index) {
   }
 }
 void OrMask(std::atomic<uint64_t>* words, const PageMask& mask) {
-  for (int w = 0; w < kMaskWords; ++w) {
+  for (int w = 0; w < kPageMaskWords; ++w) {
     uint64_t bits = ((mask >> (w * 64)) & PageMask(~uint64_t{0})).to_ullong();
     if (bits != 0) words[w].fetch_or(bits);
   }
 }
 void ClearMask(std::atomic<uint64_t>* words, const PageMask& mask) {
-  for (int w = 0; w < kMaskWords; ++w) {
+  for (int w = 0; w < kPageMaskWords; ++w) {
     uint64_t bits = ((mask >> (w * 64)) & PageMask(~uint64_t{0})).to_ullong();
     if (bits != 0) words[w].fetch_and(~bits);
   }
@@ -116,7 +116,7 @@ void UffdBackend::MarkDirty(uint64_t slot, int index) {
 
 PageMask UffdBackend::Load(const std::atomic<uint64_t>* words) const {
   PageMask mask;
-  for (int w = kMaskWords - 1; w >= 0; --w) {
+  for (int w = kPageMaskWords - 1; w >= 0; --w) {
     mask <<= 64;
     mask |= PageMask(words[w].load());
   }

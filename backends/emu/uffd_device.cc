@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/emu/streaming_copy.h"
+#include "backends/emu/system_error.h"
 
 // Linux 6.5 added write-protected UFFDIO_CONTINUE; older headers lack it.
 #ifndef UFFDIO_CONTINUE_MODE_WP
@@ -34,13 +35,14 @@
 namespace umlab {
 namespace {
 
+// How this file's errors name the device (ErrnoStatus).
+constexpr absl::string_view kDevice = "uffd device";
+
 absl::Mutex opener_mu(absl::kConstInit);
 UffdDevice::Opener& TestOpener() {
   static UffdDevice::Opener* opener = new UffdDevice::Opener;
   return *opener;
 }
-
-std::string ErrnoText(int error) { return std::strerror(error); }
 
 constexpr int kReadMessages = 64;  // per read()
 
@@ -80,10 +82,6 @@ absl::StatusOr<int> OpenUserfaultfd(const UffdDevice::Opener& opener) {
       "vm.unprivileged_userfaultfd=%s, uid %d): run as root, allow the syscall (seccomp), "
       "or grant access to /dev/userfaultfd; or use --backend=sim, which needs none of this",
       ErrnoText(-by_syscall), ErrnoText(-by_node), sysctl, getuid()));
-}
-
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrFormat("uffd device: %s: %s", what, ErrnoText(errno)));
 }
 
 // Device memory as an unnamed file in a tmpfs directory, gone with its last
@@ -164,10 +162,10 @@ absl::Status UffdDevice::Init() {
   }
   host_fd_ = memfd_create((options_.name + "-host").c_str(), MFD_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (device_fd_ < 0 || host_fd_ < 0 || stop_fd_ < 0) return ErrnoStatus("memfd/eventfd");
+  if (device_fd_ < 0 || host_fd_ < 0 || stop_fd_ < 0) return ErrnoStatus(kDevice, "memfd/eventfd");
   if (ftruncate(device_fd_, static_cast<off_t>(bytes)) != 0 ||
       ftruncate(host_fd_, static_cast<off_t>(bytes)) != 0) {
-    return ErrnoStatus("sizing the device range");
+    return ErrnoStatus(kDevice, "sizing the device range");
   }
   auto map = [&](int fd) -> char* {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -181,7 +179,7 @@ absl::Status UffdDevice::Init() {
   zeroes_ = zeroes == MAP_FAILED ? nullptr : static_cast<char*>(zeroes);
   staging_ = map(device_fd_);
   if (device_ == nullptr || host_ == nullptr || zeroes_ == nullptr || staging_ == nullptr) {
-    return ErrnoStatus("mapping the device range");
+    return ErrnoStatus(kDevice, "mapping the device range");
   }
   if (!options_.storage_directory.empty()) {
     absl::StatusOr<std::unique_ptr<StorageFile>> storage =
@@ -211,7 +209,7 @@ absl::Status UffdDevice::WriteHostCopy(uint64_t offset, const void* data, uint64
   while (length > 0) {
     const ssize_t written = pwrite(host_fd_, bytes, length, static_cast<off_t>(offset));
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return ErrnoStatus("pwrite into the host copies");
+    if (written <= 0) return ErrnoStatus(kDevice, "pwrite into the host copies");
     bytes += written;
     offset += static_cast<uint64_t>(written);
     length -= static_cast<uint64_t>(written);
@@ -224,7 +222,7 @@ absl::Status UffdDevice::ReadHostCopy(uint64_t offset, void* out, uint64_t lengt
   while (length > 0) {
     const ssize_t got = pread(host_fd_, bytes, length, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return ErrnoStatus("pread from the host copies");
+    if (got <= 0) return ErrnoStatus(kDevice, "pread from the host copies");
     bytes += got;
     offset += static_cast<uint64_t>(got);
     length -= static_cast<uint64_t>(got);
@@ -239,8 +237,8 @@ absl::Status UffdDevice::ProtectHost(uint64_t offset, uint64_t length, bool prot
   request.range.len = length;
   request.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;  // lifting it wakes the writers
   if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
-    return ErrnoStatus(absl::StrFormat("UFFDIO_WRITEPROTECT of host copies %#x+%#x", offset,
-                                       length));
+    return ErrnoStatus(kDevice, absl::StrFormat("UFFDIO_WRITEPROTECT of host copies %#x+%#x",
+                                                offset, length));
   }
   return absl::OkStatus();
 }
@@ -254,7 +252,7 @@ absl::Status UffdDevice::Register(char* start, uint64_t length) {
   // fault rather than let the kernel fill it with zeroes.
   reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
   if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
-    return ErrnoStatus("registering the device range");
+    return ErrnoStatus(kDevice, "registering the device range");
   }
   return absl::OkStatus();
 }
@@ -443,7 +441,7 @@ absl::Status UffdDevice::StoreHostCopy(uint64_t slot, const PageMask& pages) {
     // system (they read as zeroes until LoadHostCopy fills them).
     if (status.ok() && fallocate(host_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                                  static_cast<off_t>(at), static_cast<off_t>(length)) != 0) {
-      status = ErrnoStatus("freeing host pages written to storage (fallocate PUNCH_HOLE)");
+      status = ErrnoStatus(kDevice, "freeing host pages written to storage (fallocate PUNCH_HOLE)");
     }
     return status;
   });
@@ -458,7 +456,7 @@ absl::Status UffdDevice::LoadHostCopy(uint64_t slot, const PageMask& pages) {
 absl::Status UffdDevice::ReleaseFrame(uint64_t slot) {
   if (fallocate(device_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                 static_cast<off_t>(slot * kBlockSize), static_cast<off_t>(kBlockSize)) != 0) {
-    return ErrnoStatus("releasing a frame (fallocate PUNCH_HOLE)");
+    return ErrnoStatus(kDevice, "releasing a frame (fallocate PUNCH_HOLE)");
   }
   return absl::OkStatus();
 }
@@ -496,8 +494,8 @@ absl::Status UffdDevice::Map(uint64_t slot, const PageMask& pages, bool write_pr
         continue;
       }
       if (errno == EAGAIN) continue;
-      status = ErrnoStatus(absl::StrFormat("UFFDIO_CONTINUE of slot %d pages %d+%d", slot,
-                                           first, count));
+      status = ErrnoStatus(
+          kDevice, absl::StrFormat("UFFDIO_CONTINUE of slot %d pages %d+%d", slot, first, count));
     }
   });
   return status;
@@ -516,7 +514,7 @@ absl::StatusOr<bool> UffdDevice::RestoreMapping(uint64_t slot, int page, bool wr
     if (ioctl(uffd_, UFFDIO_CONTINUE, &request) == 0) return true;
     if (errno == EEXIST) return false;  // the entry is there
     if (errno != EAGAIN) {
-      return ErrnoStatus(absl::StrFormat(
+      return ErrnoStatus(kDevice, absl::StrFormat(
           "restoring the mapping of slot %d page %d (UFFDIO_CONTINUE; a mapped page with no "
           "device memory behind it)",
           slot, page));
@@ -530,7 +528,7 @@ absl::Status UffdDevice::Unmap(uint64_t slot, const PageMask& pages) {
   ForEachPageRun(pages, [&](int first, int count) {
     if (madvise(DevicePage(slot, first), count * kPageSize, MADV_DONTNEED) != 0 &&
         status.ok()) {
-      status = ErrnoStatus("MADV_DONTNEED");
+      status = ErrnoStatus(kDevice, "MADV_DONTNEED");
     }
   });
   return status;
@@ -620,7 +618,7 @@ absl::Status UffdDevice::UnmapHostCopy(uint64_t slot, const PageMask& pages) {
 absl::Status UffdDevice::Wake(uint64_t offset, uint64_t length) {
   if (uffd_ < 0) return absl::OkStatus();
   uffdio_range range{reinterpret_cast<uint64_t>(device_) + offset, length};
-  if (ioctl(uffd_, UFFDIO_WAKE, &range) != 0) return ErrnoStatus("UFFDIO_WAKE");
+  if (ioctl(uffd_, UFFDIO_WAKE, &range) != 0) return ErrnoStatus(kDevice, "UFFDIO_WAKE");
   return absl::OkStatus();
 }
 
@@ -633,7 +631,7 @@ absl::Status UffdDevice::AllowWrite(uint64_t offset) {
   request.range.len = unit;
   request.mode = 0;  // lift protection and wake
   if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &request) != 0) {
-    return ErrnoStatus("UFFDIO_WRITEPROTECT");
+    return ErrnoStatus(kDevice, "UFFDIO_WRITEPROTECT");
   }
   return absl::OkStatus();
 }

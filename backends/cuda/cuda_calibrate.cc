@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cuda/cuda_call_check.h"
 #include "backends/cuda/cupti_fault_stream.h"
 #include "backends/cuda/gpu_balloon.h"
 #include "backends/cuda/replay_kernel.h"
@@ -33,11 +34,7 @@ double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool Ok(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return true;
-  std::fprintf(stderr, "umlab_cuda_calibrate: %s failed: %s\n", what, cudaGetErrorString(error));
-  return false;
-}
+constexpr umlab::cuda::CudaCallCheck Ok("umlab_cuda_calibrate");
 
 // Moves `total` bytes in calls of `chunk` bytes to `location`; returns the
 // seconds it took. The data starts on the other side.

@@ -16,7 +16,9 @@ constexpr uint64_t kPieceBytes = uint64_t{1} << 30;
 // cudaMalloc hands out 2 MiB granules; closer than this is exact.
 constexpr uint64_t kGranule = uint64_t{2} << 20;
 
-absl::StatusOr<uint64_t> FreeBytes() {
+}  // namespace
+
+absl::StatusOr<uint64_t> GpuFreeBytes() {
   size_t free_bytes = 0, total_bytes = 0;
   const cudaError_t error = cudaMemGetInfo(&free_bytes, &total_bytes);
   if (error != cudaSuccess) {
@@ -26,11 +28,9 @@ absl::StatusOr<uint64_t> FreeBytes() {
   return free_bytes;
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<GpuBalloon>> GpuBalloon::Inflate(uint64_t leave_free_bytes) {
   std::unique_ptr<GpuBalloon> balloon(new GpuBalloon());
-  absl::StatusOr<uint64_t> free_bytes = FreeBytes();
+  absl::StatusOr<uint64_t> free_bytes = GpuFreeBytes();
   if (!free_bytes.ok()) return free_bytes.status();
   if (*free_bytes < leave_free_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<GpuBalloon>> GpuBalloon::Inflate(uint64_t leave_f
     }
     balloon->pieces_.push_back(pointer);
     balloon->reserved_bytes_ += piece;
-    free_bytes = FreeBytes();
+    free_bytes = GpuFreeBytes();
     if (!free_bytes.ok()) return free_bytes.status();
   }
   balloon->free_bytes_ = *free_bytes;

@@ -18,6 +18,9 @@
 
 namespace umlab::cuda {
 
+// What the current GPU has free now (cudaMemGetInfo), or its error.
+absl::StatusOr<uint64_t> GpuFreeBytes();
+
 class GpuBalloon {
  public:
   // Reserves the GPU's free memory down to `leave_free_bytes`. Fails with a

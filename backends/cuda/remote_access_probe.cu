@@ -36,13 +36,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_call_check.h"
+
 namespace {
 
-bool Ok(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return true;
-  std::fprintf(stderr, "umlab_remote_probe: %s failed: %s\n", what, cudaGetErrorString(error));
-  return false;
-}
+constexpr umlab::cuda::CudaCallCheck Ok("umlab_remote_probe");
 
 __global__ void StreamRead(const float4* data, size_t count, float* sink) {
   float4 sum = make_float4(0, 0, 0, 0);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/cuda/cuda_call_check.h"
 #include "backends/cuda/gpu_balloon.h"
 
 namespace {
@@ -48,11 +49,7 @@ constexpr size_t kBlock = size_t{2} << 20;
 // seen (once in about 10,000 on an H100), so the line is drawn higher.
 constexpr double kMovedUs = 100;
 
-bool Ok(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return true;
-  std::fprintf(stderr, "umlab_room_probe: %s failed: %s\n", what, cudaGetErrorString(error));
-  return false;
-}
+constexpr umlab::cuda::CudaCallCheck Ok("umlab_room_probe");
 
 // One prefetch of `bytes` at `address` to `location`, waited for; its us.
 double TimedPrefetch(char* address, size_t bytes, cudaMemLocation location, cudaStream_t stream,
@@ -61,12 +58,6 @@ double TimedPrefetch(char* address, size_t bytes, cudaMemLocation location, cuda
   *ok = Ok(cudaMemPrefetchAsync(address, bytes, location, 0, stream), "cudaMemPrefetchAsync") &&
         Ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
-
-size_t FreeBytes() {
-  size_t free_bytes = 0, total_bytes = 0;
-  cudaMemGetInfo(&free_bytes, &total_bytes);
-  return free_bytes;
 }
 
 struct RoomResult {
@@ -103,7 +94,7 @@ bool MeasureRoom(size_t room_bytes, int device, cudaStream_t stream, RoomResult*
     }
     result->room_blocks = room_blocks;
     result->region_blocks = region_blocks;
-    result->free_with_balloon = FreeBytes();
+    result->free_with_balloon = umlab::cuda::GpuFreeBytes().value_or(0);
     double fill_total = 0;
     for (size_t i = 0; i < region_blocks && ok; ++i) {
       fill_total += TimedPrefetch(base + i * kBlock, kBlock, gpu, stream, &ok);
@@ -112,7 +103,7 @@ bool MeasureRoom(size_t room_bytes, int device, cudaStream_t stream, RoomResult*
       cudaFree(base);
       return false;
     }
-    result->free_after_fill = FreeBytes();
+    result->free_after_fill = umlab::cuda::GpuFreeBytes().value_or(0);
     result->fill_us_per_call = fill_total / double(region_blocks);
     double check_total = 0;
     size_t resident = 0;

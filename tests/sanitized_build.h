@@ -4,32 +4,30 @@
 #ifndef UMLAB_TESTS_SANITIZED_BUILD_H_
 #define UMLAB_TESTS_SANITIZED_BUILD_H_
 
-namespace umlab::testing {
+// clang says which sanitizer it builds with through __has_feature, gcc
+// through __SANITIZE_*__ (gcc 12 has no __has_feature).
+#if defined(__has_feature)
+#define UMLAB_TESTS_HAS_FEATURE(feature) __has_feature(feature)
+#else
+#define UMLAB_TESTS_HAS_FEATURE(feature) 0
+#endif
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+namespace umlab::testing {
 
 // ThreadSanitizer alone: the slowest per access of the two, and the one
 // whose value in a stress test is the interleavings, not the count.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitized = true;
+inline constexpr bool kThreadSanitized =
+#if defined(__SANITIZE_THREAD__) || UMLAB_TESTS_HAS_FEATURE(thread_sanitizer)
+    true;
 #else
-inline constexpr bool kThreadSanitized = false;
+    false;
 #endif
+
+inline constexpr bool kSanitized =
+#if defined(__SANITIZE_ADDRESS__) || UMLAB_TESTS_HAS_FEATURE(address_sanitizer)
+    true;
 #else
-inline constexpr bool kThreadSanitized = false;
+    kThreadSanitized;
 #endif
 
 }  // namespace umlab::testing

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/trace_reader.h"
 #include "gtest/gtest.h"
+#include "tests/sanitized_build.h"
 #include "tests/umlab_in_process.h"
 
 namespace umlab {
@@ -75,8 +76,14 @@ TEST_P(TorchRecordingTest, SteadyIterationsHoldTheProfilersKernelsAndTimes) {
               0.05 * p.kernel_ms);
 }
 
-// The recorded program replays on the sim under oversubscription.
+// The recorded program replays on the sim under oversubscription. Under the
+// sanitizers one model does (the replay path is the same for all five, and
+// the five took 60 s of CPU under ASan, the most of any test there); the
+// Release build replays them all.
 TEST_P(TorchRecordingTest, ReplaysOnTheSim) {
+  if (testing::kSanitized && std::string(GetParam().model) != "mobilenet") {
+    GTEST_SKIP() << "one model under the sanitizers: mobilenet";
+  }
   const testing::Outcome run =
       testing::Umlab({"replay", Recorded(GetParam().model), "--policy=deepum",
                       "--capacity=0.5", "--format=json", "--quiet"});

@@ -20,6 +20,13 @@ namespace {
 constexpr uint64_t kBlock = kBlockSize;
 const SimOptions kUserMode{.policy_from_user = true};
 
+// CUPTI's delivery with every record handed over by the first flush after
+// its collection, as if its buffer were full: the tests of timing below
+// make too few records to fill one.
+CuptiRecordStreamConfig Unbuffered(Nanos collect_period) {
+  return {.collect_period_ns = collect_period, .buffer_records = 0};
+}
+
 // Never gives up a block: inside the driver nothing can be evicted.
 class RefusingPolicy final : public Policy {
  public:
@@ -97,7 +104,9 @@ TEST(SimUserModeTest, CallsGoOneAtATimeAndAFaultOvertakesAQueuedPrefetch) {
   p.Iteration(1);
   p.Kernel(3, 1000, {4});  // wants the last of four queued prefetches
   PrefetchAtKernel policy(3, {1, 2, 3, 4});
-  const SimRun run = RunOnSim(p, 4, policy, TestDevice(), ReplayPolicy::kBatch, kUserMode);
+  // (Its few records fill no CUPTI buffer: they are taken as full.)
+  const SimOptions options{.policy_from_user = true, .cupti = Unbuffered(16'000'000)};
+  const SimRun run = RunOnSim(p, 4, policy, TestDevice(), ReplayPolicy::kBatch, options);
   ASSERT_TRUE(run.status.ok()) << run.status;
   ASSERT_EQ(run.stats.per_iteration.size(), 2u);
   // The calls run one at a time, each after the driver's eviction for it,
@@ -133,7 +142,7 @@ TEST(SimUserModeTest, TheEngineHearsOfTheDriversWorkWhenCuptiIsFlushed) {
   // test device has no launch gap), so the flush that starts then hands it
   // over at 2 ms.
   // (Records collected from the driver at once: collection is the next test's.)
-  const SimOptions kCollectedAtOnce{.policy_from_user = true, .collect_period_ns = 0};
+  const SimOptions kCollectedAtOnce{.policy_from_user = true, .cupti = Unbuffered(0)};
   HearsFaults late;
   const SimRun run = RunOnSim(p, 1, late, TestDevice(), ReplayPolicy::kBatch, kCollectedAtOnce);
   ASSERT_TRUE(run.status.ok()) << run.status;
@@ -145,8 +154,9 @@ TEST(SimUserModeTest, TheEngineHearsOfTheDriversWorkWhenCuptiIsFlushed) {
   for (Nanos heard : late.heard) EXPECT_EQ(heard % 3'000'000, 2'000'000) << heard;
 
   // Records delivered at once: the engine hears when the driver starts.
-  const SimOptions kImmediate{.policy_from_user = true, .flush_pause_ns = 0,
-                              .flush_cost_ns = 0, .collect_period_ns = 0};
+  const SimOptions kImmediate{
+      .policy_from_user = true,
+      .cupti = {.collect_period_ns = 0, .flush_pause_ns = 0, .flush_cost_ns = 0}};
   HearsFaults prompt;
   const SimRun now = RunOnSim(p, 1, prompt, TestDevice(), ReplayPolicy::kBatch, kImmediate);
   ASSERT_TRUE(now.status.ok()) << now.status;
@@ -181,7 +191,7 @@ TEST(SimUserModeTest, AFlushHandsOverOnlyWhatCuptiHasCollected) {
   // 20 ms. With records collected at once, the flush starting at 6 ms hands
   // it over at 8 ms.
   const auto heard = [&](Nanos collect_period) {
-    const SimOptions options{.policy_from_user = true, .collect_period_ns = collect_period};
+    const SimOptions options{.policy_from_user = true, .cupti = Unbuffered(collect_period)};
     HearsOfBlock policy(BlockOfAddress(ProgramBuilder::BlockAddress(1)));
     const SimRun run = RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, options);
     EXPECT_TRUE(run.status.ok()) << run.status;
@@ -189,6 +199,37 @@ TEST(SimUserModeTest, AFlushHandsOverOnlyWhatCuptiHasCollected) {
   };
   EXPECT_EQ(heard(16'000'000), 20'000'000);
   EXPECT_EQ(heard(0), 8'000'000);
+}
+
+TEST(SimUserModeTest, APopulateBesideTheBatchsFirstFaultIsNeverHeardOf) {
+  // One kernel writes the first page of block 0, then of block 1: both
+  // faults are in the driver's first batch, and both blocks are populated
+  // (no data to copy). CUPTI makes no transfer record of a populate, and the
+  // batch's one fault record names block 0.
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  p.Begin(1, 1000)
+      .Access(ProgramBuilder::BlockAddress(0), kPageSize, true)
+      .Access(ProgramBuilder::BlockAddress(1), kPageSize, true)
+      .End(1);
+  const auto heard = [&](SimOptions::PopulateRecords populates) {
+    SimOptions options{.policy_from_user = true, .cupti = Unbuffered(0)};
+    options.populate_records = populates;
+    std::vector<Nanos> when;
+    for (int block : {0, 1}) {
+      HearsOfBlock policy(BlockOfAddress(ProgramBuilder::BlockAddress(block)));
+      const SimRun run = RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, options);
+      EXPECT_TRUE(run.status.ok()) << run.status;
+      when.push_back(policy.heard);
+    }
+    return when;
+  };
+  const std::vector<Nanos> first_fault = heard(SimOptions::PopulateRecords::kFirstFault);
+  EXPECT_GE(first_fault[0], 0);
+  EXPECT_EQ(first_fault[1], -1);  // never, not even at the final flush
+  const std::vector<Nanos> all = heard(SimOptions::PopulateRecords::kAll);
+  EXPECT_GE(all[0], 0);
+  EXPECT_GE(all[1], 0);
 }
 
 TEST(SimUserModeTest, EveryPolicyKeepsTheBooksStraightOnAModel) {

@@ -15,6 +15,19 @@ namespace {
 
 constexpr int64_t kNeverPicos = std::numeric_limits<int64_t>::max();
 
+// How many bytes one CUPTI transfer record covers, on average, by its
+// cause: the driver's fault-path copies come as one record per contiguous
+// run of pages (7.8 KB for the faulted pages, 24 KB for what its prefetcher
+// adds around them), its evictions as 2.6 records per 2 MiB block, the
+// policy's calls as 1.4 (prefetches) and 1.0 (pre-evictions). Measured on
+// the H200 in CUPTI's records of mobilenet under deepum at 0.75
+// (docs/fidelity.md, "CUPTI's buffers").
+constexpr uint64_t kFaultCopyBytesPerRecord = 16 << 10;
+constexpr uint64_t kEvictionBytesPerRecord = 800 << 10;
+constexpr uint64_t kCallBytesPerRecord = 1536 << 10;
+// sizeof(CUpti_ActivityUnifiedMemoryCounter3): a 64 KiB buffer holds 630.
+constexpr uint64_t kCuptiRecordBytes = 104;
+
 }  // namespace
 
 // What the driver's engine sees of the device: the fault buffer, the link
@@ -30,7 +43,9 @@ class SimBackend::DriverPort final : public Backend {
   }
   void SetListener(TransferListener* /*listener*/) override {}
   size_t FetchFaults(absl::Span<FaultEntry> out) override {
-    return device_.fault_buffer_.Fetch(out);
+    const size_t count = device_.fault_buffer_.Fetch(out);
+    if (count > 0) device_.RecordFaultBatch(BlockOfPage(out[0].page));
+    return count;
   }
   void Migrate(const Transfer& transfer) override { device_.SubmitDriverMigration(transfer); }
   void Evict(const Transfer& /*transfer*/) override {}
@@ -55,7 +70,8 @@ SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
       device_memory_(capacity_frames),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
       link_(device.link),
-      copies_(device_, link_) {}
+      copies_(device_, link_),
+      records_(options.cupti) {}
 
 absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
   engine_ = &engine;
@@ -677,42 +693,26 @@ Nanos SimBackend::NextSystemEventTime() const {
   Nanos next = link_.NextEventTime();
   if (!replays_.empty()) next = std::min(next, replays_.top().time);
   if (service_requested_) next = std::min(next, std::max(clock_.now(), service_time_));
-  if (!records_.empty()) next = std::min(next, DeliveryTimeFor(records_.front().time));
+  next = std::min(next, records_.NextEventTime());
   next = std::min(next, copies_.NextEventTime());
   return next;
 }
 
-namespace {
-// The first multiple of `period` at or after `time` (`time` if none).
-Nanos NextMultiple(Nanos time, Nanos period) {
-  return period == 0 ? time : (time + period - 1) / period * period;
-}
-}  // namespace
-
-Nanos SimBackend::CollectedAt(Nanos time) const {
-  return NextMultiple(time, options_.collect_period_ns);
-}
-
-Nanos SimBackend::DeliveryTimeFor(Nanos time) const {
-  // The flusher flushes, then pauses: flushes start every period, and a
-  // record is handed over by the first flush that starts at or after CUPTI
-  // collected it.
-  const Nanos period = options_.flush_pause_ns + options_.flush_cost_ns;
-  return NextMultiple(CollectedAt(time), period) + options_.flush_cost_ns;
-}
-
 void SimBackend::DeliverRecords(Nanos flush_start) {
   // Records are in time order, and so in collection order.
-  auto flushable = [&] {
-    return !records_.empty() && CollectedAt(records_.front().time) <= flush_start;
-  };
+  auto flushable = [&] { return records_.FrontFlushable(flush_start); };
   while (flushable()) {
     // Consecutive arrivals are one poll's faults; an eviction between them
     // is applied in its place, so the engine's books follow the driver's
     // order.
-    if (records_.front().eviction) {
-      const DriverRecord record = records_.front();
-      records_.pop_front();
+    using Kind = CuptiRecordStream::Record::Kind;
+    if (records_.front().kind == Kind::kOther) {
+      records_.PopFront();
+      continue;
+    }
+    if (records_.front().kind == Kind::kEviction) {
+      const CuptiRecordStream::Record record = records_.front();
+      records_.PopFront();
       // Pages a policy's call has brought back since this eviction, which
       // the engine knows of already: the record is stale for them. (Pages a
       // fault brought back come with a record of their own, after this.)
@@ -729,15 +729,17 @@ void SimBackend::DeliverRecords(Nanos flush_start) {
     // once per poll however many fault groups named it.
     absl::flat_hash_map<BlockNumber, PageMask> arrived;
     std::vector<BlockNumber> order;
-    while (flushable() && !records_.front().eviction) {
-      const DriverRecord& record = records_.front();
-      auto [it, inserted] = arrived.try_emplace(record.block, record.pages);
-      if (inserted) {
-        order.push_back(record.block);
-      } else {
-        it->second |= record.pages;
+    while (flushable() && records_.front().kind != Kind::kEviction) {
+      const CuptiRecordStream::Record& record = records_.front();
+      if (record.kind == Kind::kArrival) {
+        auto [it, inserted] = arrived.try_emplace(record.block, record.pages);
+        if (inserted) {
+          order.push_back(record.block);
+        } else {
+          it->second |= record.pages;
+        }
       }
-      records_.pop_front();
+      records_.PopFront();
     }
     for (BlockNumber block : order) {
       const PageNumber first = FirstPageOfBlock(block);
@@ -875,8 +877,10 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     }
     return true;
   }
-  if (!records_.empty() && DeliveryTimeFor(records_.front().time) <= clock_.now()) {
-    DeliverRecords(clock_.now() - options_.flush_cost_ns);
+  records_.CollectUntil(clock_.now());
+  if (!records_.empty() && records_.front().buffered != kNever &&
+      records_.DeliveryTime(records_.front().buffered) <= clock_.now()) {
+    DeliverRecords(clock_.now() - options_.cupti.flush_cost_ns);
   }
   return true;
 }
@@ -1025,9 +1029,21 @@ void SimBackend::SubmitDriverMigration(const Transfer& transfer) {
   ++pending_per_block_[own.block];
   // What the run's engine will read in CUPTI's records, stamped when the
   // driver began: the block, every page of it, as the cuda backend reports
-  // a fault group (a record names one address; the driver usually fills
-  // the block around it).
-  records_.push_back(DriverRecord{clock_.now(), false, own.block, FullPageMask()});
+  // a transfer record's blocks. A populate copies nothing and makes no
+  // transfer record: the block is heard of only if its batch's fault record
+  // names it (RecordFaultBatch).
+  const PageMask moving = own.pages & ~device_memory_.Mapped(own.block) & ~Landing(own.block);
+  const uint64_t copied = MaskBytes(own.copy & moving);
+  if (copied > 0) {
+    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, own.block,
+                   FullPageMask(), CuptiRecordStream::RecordsFor(copied, kFaultCopyBytesPerRecord)});
+    unheard_.erase(own.block);
+  } else if (options_.populate_records == SimOptions::PopulateRecords::kAll) {
+    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, own.block,
+                   FullPageMask()});
+  } else if (moving.any() && own.block != batch_named_block_) {
+    unheard_.insert(own.block);
+  }
   Submit(own);
 }
 
@@ -1044,6 +1060,17 @@ void SimBackend::Evict(const Transfer& transfer) {
   IssueNextCall();
 }
 
+void SimBackend::RecordFaultBatch(BlockNumber first_fault_block) {
+  batch_named_block_ = first_fault_block;
+  unheard_.erase(first_fault_block);
+  // One fault record per batch, naming its first fault; under kAll every
+  // migration has a record of its own instead.
+  if (options_.populate_records == SimOptions::PopulateRecords::kFirstFault) {
+    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, first_fault_block,
+                   FullPageMask()});
+  }
+}
+
 void SimBackend::IssueNextCall() {
   if (call_running_ != 0 || calls_.empty()) return;
   Transfer call = calls_.front();
@@ -1051,7 +1078,14 @@ void SimBackend::IssueNextCall() {
   if (call.kind == TransferKind::kEviction) ForgetQueuedEviction(call.block);
   call_running_ = call.id;
   call.not_before = std::max(call.not_before, clock_.now());
+  const uint64_t moved_before = moved_h2d_bytes_ + moved_d2h_bytes_;
   Submit(call);
+  // The call's own transfer records fill CUPTI's buffers too; the engine
+  // knows of the call already.
+  if (const uint64_t moved = moved_h2d_bytes_ + moved_d2h_bytes_ - moved_before; moved > 0) {
+    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kOther, call.block, PageMask(),
+                   CuptiRecordStream::RecordsFor(moved, kCallBytesPerRecord)});
+  }
 }
 
 void SimBackend::Submit(const Transfer& transfer) {
@@ -1180,7 +1214,9 @@ TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
     // The driver knows at once; the run's engine reads it in CUPTI's
     // records, stamped when the write-back began.
     driver_->OnDevicePagesEvicted(victim, pages);
-    records_.push_back(DriverRecord{clock_.now(), true, victim, pages});
+    unheard_.erase(victim);
+    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kEviction, victim, pages,
+                   CuptiRecordStream::RecordsFor(MaskBytes(pages), kEvictionBytesPerRecord)});
     link_.Submit(LinkTransfer{id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
                               MaskBytes(pages), clock_.now(), 0},
                  clock_.now());
@@ -1274,6 +1310,8 @@ absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
     // delivered while the engine waited on a call of its own were never
     // serviced.
     if (pending_per_block_.contains(block.number)) continue;
+    // User mode: the driver populated pages of it that no record named.
+    if (unheard_.contains(block.number)) continue;
     if (std::any_of(delivered_.begin(), delivered_.end(), [&](const FaultEntry& fault) {
           return BlockOfPage(fault.page) == block.number;
         })) {
@@ -1332,6 +1370,17 @@ UMLAB_REGISTER_BACKEND(
             "flush hands over only what was collected (the H200's 5-19 ms delivery, "
             "docs/cuda.md)",
             ParamRange::AtLeast(0)},
+           {"buffer_kb", ParamType::kInt, "64",
+            "policy_from=user: size of each CUPTI record buffer, as the cuda backend's buffer_kb "
+            "(104-byte records); a flush hands over only full buffers, so records come late "
+            "where the driver makes few; 0: every record as if its buffer were full",
+            ParamRange::Closed(0, 1 << 16)},
+           {"populate_records", ParamType::kString, "first-fault",
+            "policy_from=user: what CUPTI records of the driver's populates (pages with no data "
+            "to copy): first-fault (only its fault batch's record, which names the batch's "
+            "first fault, as on the H200) or all (every populated block, as a copy)",
+            {},
+            {"first-fault", "all"}},
            {"access", ParamType::kString, "ordered",
             "how a kernel's issuers walk its pages: ordered (all take the next page in turn, "
             "as umlab's replay kernel; what the h200 preset is calibrated on) or spread (each "
@@ -1356,9 +1405,16 @@ UMLAB_REGISTER_BACKEND(
             SimOptions options;
             options.policy_from_user = params.Choice("policy_from") == 1;
             options.driver_policy = params.String("driver");
-            options.flush_pause_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
-            options.flush_cost_ns = static_cast<Nanos>(params.Double("flush_cost_us") * 1e3);
-            options.collect_period_ns = static_cast<Nanos>(params.Double("collect_us") * 1e3);
+            options.cupti.flush_pause_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
+            options.cupti.flush_cost_ns =
+                static_cast<Nanos>(params.Double("flush_cost_us") * 1e3);
+            options.cupti.collect_period_ns =
+                static_cast<Nanos>(params.Double("collect_us") * 1e3);
+            options.cupti.buffer_records =
+                static_cast<uint64_t>(params.Int("buffer_kb")) * 1024 / kCuptiRecordBytes;
+            options.populate_records = params.Choice("populate_records") == 0
+                                           ? SimOptions::PopulateRecords::kFirstFault
+                                           : SimOptions::PopulateRecords::kAll;
             options.spread_access = params.Choice("access") == 1;
             constexpr SimOptions::FaultModel kFaultModels[] = {
                 SimOptions::FaultModel::kBatched, SimOptions::FaultModel::kG10,

@@ -52,6 +52,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "backends/emu/copy_stream.h"
+#include "backends/emu/cupti_record_stream.h"
 #include "core/access_span.h"
 #include "core/backend.h"
 #include "core/engine.h"
@@ -71,21 +72,28 @@ struct SimOptions {
   // The policy acts from user space over a modelled unmodified driver
   // (`policy_from=user`), not inside the driver.
   bool policy_from_user = false;
-  // User mode: CUPTI's delivery to the engine, as the cuda backend's
-  // flusher thread runs it (a pause of flush_us, then a flush that holds it
-  // for about 2 ms on an H200 and hands over what was recorded before it
-  // began).
-  Nanos flush_pause_ns = 1000000;
-  Nanos flush_cost_ns = 2000000;
-  // User mode: a record can be flushed only once CUPTI has collected it
-  // from the driver, in batches every collect period. Measured on the
-  // H200 (docs/cuda.md, runs 18 and 19): records reach the engine 5, 11
-  // and 19 ms after the event at the 10th, 50th and 90th percentile,
-  // whatever the flush mode or buffer size; a 16 ms collection plus the
-  // flusher's 1 + 2 ms gives 4.5, 11.5 and 19.
-  Nanos collect_period_ns = 16000000;
+  // User mode: CUPTI's delivery of the driver's records to the engine, as
+  // the cuda backend's flusher thread runs it (backends/emu/cupti_record_stream.h).
+  // Measured on the H200 (docs/cuda.md, runs 18 and 19): transfer records
+  // reach the engine 5, 11 and 19 ms after the event at the 10th, 50th and
+  // 90th percentile; a 16 ms collection plus the flusher's 1 ms pause and
+  // 2 ms flush gives 4.5, 11.5 and 19. The cuda backend's 64 KiB buffers hold
+  // 630 records of 104 bytes (CUpti_ActivityUnifiedMemoryCounter3), and
+  // its flushes hand over only full ones.
+  CuptiRecordStreamConfig cupti{.collect_period_ns = 16000000,
+                                .flush_pause_ns = 1000000,
+                                .flush_cost_ns = 2000000,
+                                .buffer_records = 630};
   // User mode: the policy spec that models the driver's own fault service.
   std::string driver_policy = "demand";
+  // User mode: which of the driver's fault migrations CUPTI records. A copy
+  // makes a transfer record. A populate (pages with no data anywhere:
+  // first touch, or after a discard) makes none, only the fault record of
+  // its fault batch, which names one address, the batch's first fault: a
+  // block populated beside it is never heard of (kFirstFault, what the
+  // H200's records show: docs/fidelity.md). kAll records every migration.
+  enum class PopulateRecords { kFirstFault, kAll };
+  PopulateRecords populate_records = PopulateRecords::kFirstFault;
   // How a kernel's issuers walk its pages. Ordered (the default): every
   // issuer takes the next page of the kernel's accesses in order, as
   // umlab's replay kernel does on the GPU, so the faults at any instant lie
@@ -342,6 +350,9 @@ class SimBackend final : public Backend {
   void ForgetIfUnmapped(BlockNumber block);
   // User mode: the driver engine's migration (DriverPort::Migrate).
   void SubmitDriverMigration(const Transfer& transfer);
+  // User mode: the driver fetched a fault batch whose first fault lies in
+  // `first_fault_block`: CUPTI's fault record names that block.
+  void RecordFaultBatch(BlockNumber first_fault_block);
   // User mode: an eviction call of `pages` takes back those of them still
   // on their way to the device; returns them.
   PageMask CatchLanding(BlockNumber block, const PageMask& pages);
@@ -350,13 +361,8 @@ class SimBackend final : public Backend {
   PageMask Landing(BlockNumber block) const;
   void ForgetLanding(BlockNumber block, const PageMask& pages);
   void KeepFrameWhileLanding(BlockNumber block);
-  // User mode: the flush that starts at the next multiple of the flush
-  // period at or after `time` ends (and delivers) at this instant.
-  // When CUPTI has collected a record stamped `time` from the driver.
-  Nanos CollectedAt(Nanos time) const;
-  Nanos DeliveryTimeFor(Nanos time) const;
-  // User mode: hands the run's engine the records of everything up to
-  // `flush_start`, in time order, as the cuda backend does after a flush.
+  // User mode: hands the run's engine the records a flush that starts at
+  // `flush_start` hands over, in time order, as the cuda backend does.
   void DeliverRecords(Nanos flush_start);
   void ForgetQueuedEviction(BlockNumber block);
   // User mode: the driver evicted `block` while the policy's pre-evictions
@@ -472,15 +478,14 @@ class SimBackend final : public Backend {
   // When a policy's call last landed pages in each block.
   absl::flat_hash_map<BlockNumber, Nanos> call_arrival_;
   uint64_t stale_eviction_records_ = 0;  // records call_arrival_ outdated
-  // What CUPTI would record for the run's engine: blocks the driver
-  // brought in and blocks it evicted, in time order, until delivered.
-  struct DriverRecord {
-    Nanos time;
-    bool eviction;
-    BlockNumber block;
-    PageMask pages;
-  };
-  std::deque<DriverRecord> records_;
+  // What CUPTI records for the run's engine: blocks the driver brought in,
+  // blocks it evicted, and the policy's own calls, until delivered.
+  CuptiRecordStream records_;
+  // The block of the first fault in the driver's current batch, which its
+  // fault record names, and the blocks the driver has populated since a
+  // record last named them: the engine's books cannot know those pages.
+  BlockNumber batch_named_block_ = 0;
+  absl::flat_hash_set<BlockNumber> unheard_;
   // Delivered faults the run's engine has yet to fetch, and its fault
   // migrations (complete at once) waiting to be told so.
   std::deque<FaultEntry> delivered_;

@@ -22,6 +22,10 @@ build=build-includes
 if [ ! -f "$build/compile_commands.json" ]; then
   cmake -S . -B "$build" -G Ninja -DUMLAB_UNITY_BUILD=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
     >/dev/null
+else
+  # The source lists are globbed: a file added since the last run needs the
+  # configuration run again to be in compile_commands.json.
+  cmake -S . -B "$build" >/dev/null
 fi
 
 files=()

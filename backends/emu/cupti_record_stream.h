@@ -4,8 +4,9 @@
 // The driver's events become CUPTI records. CUPTI collects them from the
 // driver every collect period and writes them into buffers of a fixed size;
 // the cuda backend's flusher thread runs a flush every flush period, and a
-// flush that is not forced hands over only the buffers that are full
-// (backends/cuda/cupti_fault_stream.cc). So a record reaches the engine at
+// flush hands over only the buffers that are full (a forced one too, for
+// unified-memory records on the H200; backends/cuda/cupti_fault_stream.cc
+// asks for the buffers). So a record reaches the engine at
 // the end of the first flush that starts after the collection that filled
 // its buffer. Where the driver makes many records (fault-path copies come
 // as one record per contiguous run of pages) a buffer fills within one

@@ -23,11 +23,13 @@
 //   block that arrived longest ago) and writes back every page it holds,
 //   since the driver keeps no dirty bits. The run's engine, with the
 //   policy, hears of the driver's work as the cuda backend does, from
-//   CUPTI's records: faulted blocks and the driver's evictions reach it only
-//   at flush instants (every `flush_us` plus the flush's own `flush_cost_us`,
-//   holding what CUPTI had collected from the driver by the flush's start,
-//   which it does every `collect_us`), and its fault service
-//   completes at once, the data being there already. The policy's
+//   CUPTI's records: the blocks the driver copied in, the blocks its fault
+//   batches' records name (a populate makes no transfer record) and its
+//   evictions reach it only at flush instants (every `flush_us` plus the
+//   flush's own `flush_cost_us`), once CUPTI has collected them from the
+//   driver (every `collect_us`) into a buffer that is full (`buffer_kb`;
+//   CuptiRecordStream), and its fault service completes at once, the data
+//   being there already. The policy's
 //   prefetches and pre-evictions are driver calls made one at a time, in
 //   order, from one host thread, and cost their copy only (the driver's
 //   eviction overhead is its fault path's); and the driver does one thing

@@ -31,9 +31,7 @@ std::vector<std::pair<Nanos, BlockNumber>> Deliveries(CuptiRecordStream& stream,
   for (Nanos now = stream.NextEventTime(); now <= until; now = stream.NextEventTime()) {
     stream.CollectUntil(now);
     const Nanos flush_start = now - 2'000'000;
-    const bool flushing = !stream.empty() && stream.front().buffered != kNever &&
-                          stream.DeliveryTime(stream.front().buffered) <= now;
-    if (flushing) {
+    if (stream.FrontDeliveryTime() <= now) {
       while (stream.FrontFlushable(flush_start)) {
         out.emplace_back(now, stream.front().block);
         stream.PopFront();

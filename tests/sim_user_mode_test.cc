@@ -156,7 +156,8 @@ TEST(SimUserModeTest, TheEngineHearsOfTheDriversWorkWhenCuptiIsFlushed) {
   // Records delivered at once: the engine hears when the driver starts.
   const SimOptions kImmediate{
       .policy_from_user = true,
-      .cupti = {.collect_period_ns = 0, .flush_pause_ns = 0, .flush_cost_ns = 0}};
+      .cupti = {
+          .collect_period_ns = 0, .flush_pause_ns = 0, .flush_cost_ns = 0, .buffer_records = 0}};
   HearsFaults prompt;
   const SimRun now = RunOnSim(p, 1, prompt, TestDevice(), ReplayPolicy::kBatch, kImmediate);
   ASSERT_TRUE(now.status.ok()) << now.status;

@@ -52,10 +52,7 @@ void CuptiRecordStream::CollectUntil(Nanos now) {
 }
 
 Nanos CuptiRecordStream::NextEventTime() const {
-  Nanos next = kNever;
-  if (!records_.empty() && records_.front().buffered != kNever) {
-    next = DeliveryTime(records_.front().buffered);
-  }
+  Nanos next = FrontDeliveryTime();
   if (collected_ < records_.size()) {
     next = std::min(next, CollectionAt(records_[collected_].time));
   }
@@ -69,11 +66,12 @@ bool CuptiRecordStream::FrontFlushable(Nanos flush_start) const {
   return buffered != kNever && buffered <= flush_start;
 }
 
-Nanos CuptiRecordStream::DeliveryTime(Nanos buffered) const {
+Nanos CuptiRecordStream::FrontDeliveryTime() const {
+  if (records_.empty() || records_.front().buffered == kNever) return kNever;
   // The flusher flushes, then pauses: flushes start every period, and a
   // buffer is handed over by the first flush that starts once it is full.
   const Nanos period = config_.flush_pause_ns + config_.flush_cost_ns;
-  return NextMultiple(buffered, period) + config_.flush_cost_ns;
+  return NextMultiple(records_.front().buffered, period) + config_.flush_cost_ns;
 }
 
 void CuptiRecordStream::PopFront() {

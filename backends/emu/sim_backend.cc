@@ -878,8 +878,7 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     return true;
   }
   records_.CollectUntil(clock_.now());
-  if (!records_.empty() && records_.front().buffered != kNever &&
-      records_.DeliveryTime(records_.front().buffered) <= clock_.now()) {
+  if (records_.FrontDeliveryTime() <= clock_.now()) {
     DeliverRecords(clock_.now() - options_.cupti.flush_cost_ns);
   }
   return true;

@@ -75,17 +75,9 @@ struct SimOptions {
   // (`policy_from=user`), not inside the driver.
   bool policy_from_user = false;
   // User mode: CUPTI's delivery of the driver's records to the engine, as
-  // the cuda backend's flusher thread runs it (backends/emu/cupti_record_stream.h).
-  // Measured on the H200 (docs/cuda.md, runs 18 and 19): transfer records
-  // reach the engine 5, 11 and 19 ms after the event at the 10th, 50th and
-  // 90th percentile; a 16 ms collection plus the flusher's 1 ms pause and
-  // 2 ms flush gives 4.5, 11.5 and 19. The cuda backend's 64 KiB buffers hold
-  // 630 records of 104 bytes (CUpti_ActivityUnifiedMemoryCounter3), and
-  // its flushes hand over only full ones.
-  CuptiRecordStreamConfig cupti{.collect_period_ns = 16000000,
-                                .flush_pause_ns = 1000000,
-                                .flush_cost_ns = 2000000,
-                                .buffer_records = 630};
+  // the cuda backend's flusher thread runs it (backends/emu/cupti_record_stream.h;
+  // the defaults are the H200's), whose flushes hand over only full buffers.
+  CuptiRecordStreamConfig cupti;
   // User mode: the policy spec that models the driver's own fault service.
   std::string driver_policy = "demand";
   // User mode: which of the driver's fault migrations CUPTI records. A copy

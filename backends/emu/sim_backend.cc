@@ -1077,17 +1077,16 @@ void SimBackend::IssueNextCall() {
   if (call.kind == TransferKind::kEviction) ForgetQueuedEviction(call.block);
   call_running_ = call.id;
   call.not_before = std::max(call.not_before, clock_.now());
-  const uint64_t moved_before = moved_h2d_bytes_ + moved_d2h_bytes_;
-  Submit(call);
   // The call's own transfer records fill CUPTI's buffers too; the engine
-  // knows of the call already.
-  if (const uint64_t moved = moved_h2d_bytes_ + moved_d2h_bytes_ - moved_before; moved > 0) {
+  // knows of the call already. (The eviction that made room for it has a
+  // record of its own.)
+  if (const uint64_t moved = Submit(call); moved > 0) {
     records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kOther, call.block, PageMask(),
                    CuptiRecordStream::RecordsFor(moved, kCallBytesPerRecord)});
   }
 }
 
-void SimBackend::Submit(const Transfer& transfer) {
+uint64_t SimBackend::Submit(const Transfer& transfer) {
   const bool eviction = transfer.kind == TransferKind::kEviction;
   TransferId after = transfer.after;
   uint64_t bytes = transfer.copy_bytes();
@@ -1158,7 +1157,7 @@ void SimBackend::Submit(const Transfer& transfer) {
           moved_h2d_bytes_ -= bytes;
           moving_.erase(transfer.id);
           waiting_for_room_.push_back(transfer);
-          return;
+          return 0;
         }
         after = std::max(after, room);
       }
@@ -1187,6 +1186,7 @@ void SimBackend::Submit(const Transfer& transfer) {
   on_link.populates = populates;
   on_link.storage_bytes = std::min(bytes, transfer.storage_bytes());
   link_.Submit(on_link, clock_.now());
+  return bytes;
 }
 
 TransferId SimBackend::EvictForRoom(BlockNumber arriving) {

@@ -332,8 +332,9 @@ class SimBackend final : public Backend {
   absl::Status WaitUntil(absl::FunctionRef<bool()> done, const std::string& what);
   absl::Status WaitForCopies(absl::FunctionRef<bool()> done, const std::string& what);
   // Hands a transfer to the link (user mode: the device first makes room
-  // for an arriving block).
-  void Submit(const Transfer& transfer);
+  // for an arriving block). Returns the bytes it moves: 0 for one that waits
+  // for room, and never those of the driver's eviction that makes room.
+  uint64_t Submit(const Transfer& transfer);
   // User mode: the driver evicts the block that arrived longest ago and
   // holds no transfer, writing back every page it maps, and tells the
   // engine. Returns the eviction's link id.

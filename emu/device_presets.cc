@@ -179,6 +179,9 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "host-to-device bandwidth, GB/s", kRate},
       {"d2h_gbps", ParamType::kDouble, Number(c.link.d2h_bytes_per_second / 1e9),
        "device-to-host bandwidth, GB/s", kRate},
+      {"fault_gbps", ParamType::kDouble, Number(c.link.fault_h2d_bytes_per_second / 1e9),
+       "how fast the driver's fault path copies to the device (sim), GB/s (0: h2d_gbps)",
+       kRateOrZero},
       {"link_latency_us", ParamType::kDouble, Number(c.link.latency_ns / 1e3),
        "fixed cost of one transfer, us", kMicros},
       {"duplex", ParamType::kBool, c.link.full_duplex ? "true" : "false",
@@ -270,6 +273,7 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.compute.sm_count = static_cast<int>(params->Int("sms"));
   c.link.h2d_bytes_per_second = params->Double("h2d_gbps") * 1e9;
   c.link.d2h_bytes_per_second = params->Double("d2h_gbps") * 1e9;
+  c.link.fault_h2d_bytes_per_second = params->Double("fault_gbps") * 1e9;
   c.link.latency_ns = std::llround(params->Double("link_latency_us") * 1e3);
   c.link.eviction_overhead_ns = std::llround(params->Double("evict_us") * 1e3);
   c.link.populate_overhead_ns = std::llround(params->Double("populate_us") * 1e3);

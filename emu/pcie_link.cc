@@ -8,9 +8,11 @@ namespace umlab {
 PcieLink::PcieLink(const LinkConfig& config) : config_(config) {}
 
 Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room,
-                         bool via_storage, bool storage_busy) const {
+                         bool via_storage, bool storage_busy, bool fault_path) const {
   const bool to_device = direction == LinkDirection::kHostToDevice;
-  const double link = to_device ? config_.h2d_bytes_per_second : config_.d2h_bytes_per_second;
+  const double link = !to_device ? config_.d2h_bytes_per_second
+                      : fault_path ? config_.fault_h2d_rate()
+                                   : config_.h2d_bytes_per_second;
   const StorageConfig& storage = config_.storage;
   const double drive =
       to_device ? storage.read_bytes_per_second : storage.write_bytes_per_second;
@@ -91,7 +93,7 @@ void PcieLink::StartNext(int lane_index, Nanos now) {
       duration = DmaDuration(current.direction, current.bytes);
     } else {
       duration = Duration(current.direction, current.bytes, current.evicts_for_room,
-                          via_storage, storage_busy) +
+                          via_storage, storage_busy, current.fault_path) +
                  (current.populates ? config_.populate_overhead_ns : 0);
     }
     lane.end_ns = now + duration;

@@ -55,6 +55,9 @@ struct LinkTransfer {
   // moves a block back (cudaMemPrefetchAsync to the host) does not: on the
   // H200 it took no longer than its copy (docs/devices.md).
   bool evicts_for_room = true;
+  // Host to device: the driver's fault path bringing pages a fault needs
+  // (and what its prefetcher adds), at LinkConfig::fault_h2d_rate().
+  bool fault_path = false;
   // Host to device: a policy's call that populates pages with no data (a
   // zero-fill), which pays LinkConfig::populate_overhead_ns even when it
   // copies nothing.
@@ -80,7 +83,8 @@ class PcieLink {
   // host memory with the whole link (`storage_busy` false) or beside a busy
   // storage lane, or to or from storage (`via_storage`).
   Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true,
-                 bool via_storage = false, bool storage_busy = false) const;
+                 bool via_storage = false, bool storage_busy = false,
+                 bool fault_path = false) const;
   // A program's copy (LinkTransfer::dma): latency + bytes at the copy rate.
   Nanos DmaDuration(LinkDirection direction, uint64_t bytes) const;
 

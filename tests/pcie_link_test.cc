@@ -78,6 +78,30 @@ TEST(PcieLinkTest, EvictionsPayTheDriversOverheadBeforeTheirCopy) {
   EXPECT_EQ(link.Duration(LinkDirection::kHostToDevice, k2MiB), 1000 + 2097152);
 }
 
+TEST(PcieLinkTest, TheDriversFaultPathCopiesAtItsOwnRate) {
+  LinkConfig config{2e9, 1e9, 1000};
+  // Unset, the fault path moves at the link's rate.
+  EXPECT_EQ(PcieLink(config).Duration(LinkDirection::kHostToDevice, k2MiB, true, false, false,
+                                      /*fault_path=*/true),
+            1000 + 1048576);
+  config.fault_h2d_bytes_per_second = 0.5e9;
+  PcieLink link(config);
+  LinkTransfer fault = Make(1, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB);
+  fault.fault_path = true;
+  link.Submit(fault, 0);
+  // A policy's call on the same lane keeps the link's rate.
+  link.Submit(Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB), 0);
+  // The rate is the fault path's to the device only: write-backs keep theirs.
+  LinkTransfer back = Make(3, LinkDirection::kDeviceToHost, TransferKind::kEviction, k2MiB);
+  back.fault_path = true;
+  back.evicts_for_room = false;
+  link.Submit(back, 0);
+  const std::map<TransferId, Nanos> done = Drain(link);
+  EXPECT_EQ(done.at(1), 1000 + 4194304);
+  EXPECT_EQ(done.at(2), 1000 + 4194304 + 1000 + 1048576);
+  EXPECT_EQ(done.at(3), 1000 + 2097152);
+}
+
 TEST(PcieLinkTest, APopulatingCallOccupiesItsLaneThoughItCopiesNothing) {
   LinkConfig config{1e9, 1e9, 1000};
   config.populate_overhead_ns = 24500;

@@ -73,6 +73,29 @@ TEST(SimUserModeTest, TheDriverWritesBackEveryPageItHolds) {
   EXPECT_EQ(user.stats.device_evictions, 3u);
 }
 
+TEST(SimUserModeTest, TheDriversFaultPathCopiesAtItsOwnRateInBothModes) {
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  p.Kernel(1, 1000, {0}, true);
+  p.Kernel(2, 1000, {1}, true);  // evicts block 0, written
+  p.Kernel(3, 1000, {0});        // the fault path copies it back: 2 MiB
+  DeviceConfig slow_faults = TestDevice();
+  slow_faults.link.fault_h2d_bytes_per_second = 0.5e9;  // half the link's rate
+  for (const SimOptions& options : {SimOptions{}, kUserMode}) {
+    DemandPolicy at_link_rate, at_fault_rate;
+    const SimRun fast =
+        RunOnSim(p, 1, at_link_rate, TestDevice(), ReplayPolicy::kBatch, options);
+    const SimRun slow = RunOnSim(p, 1, at_fault_rate, slow_faults, ReplayPolicy::kBatch, options);
+    ASSERT_TRUE(fast.status.ok()) << fast.status;
+    ASSERT_TRUE(slow.status.ok()) << slow.status;
+    EXPECT_EQ(slow.stats.h2d_bytes, fast.stats.h2d_bytes);
+    // The first two kernels populate (nothing to copy); the one copy takes
+    // twice as long.
+    EXPECT_EQ(slow.stats.time_ns - fast.stats.time_ns, 2097152)
+        << "policy_from_user " << options.policy_from_user;
+  }
+}
+
 // Prefetches `blocks`, in order, when kernel `trigger` begins.
 class PrefetchAtKernel final : public Policy {
  public:

@@ -1181,6 +1181,10 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
                        priority, bytes, transfer.not_before, after};
   // User mode: every eviction the engine asks for is a policy's call.
   on_link.evicts_for_room = !options_.policy_from_user;
+  // The driver's fault path (its own migrations in user mode, the engine's
+  // fault migrations inside the driver) copies at its own rate.
+  on_link.fault_path = options_.policy_from_user ? driver_migrations_.contains(transfer.id)
+                                                 : transfer.kind == TransferKind::kFaultMigration;
   // User mode: a policy's call that brings pages with no data has the
   // driver populate them, which costs it even with nothing to copy.
   on_link.populates = populates;

@@ -14,9 +14,17 @@ backends/emu/cupti_record_stream.h) takes from such a log:
   percentile;
 - how many records each flush delivered, the largest first (a flush that
   is not forced hands over only full buffers);
+- how fast each kind of copy ran: its bytes over the time its records
+  were busy (the union of their start-end spans), and the same for the
+  driver's fault path (h2d records caused by a fault or by the driver's
+  prefetcher) taken together: the sim's `fault_gbps` (docs/devices.md);
+- what the engine made of the driver's eviction records, by bytes
+  (applied, not_resident: the engine did not hold those pages, stale,
+  in_flight);
 - of the driver's evictions, how many were of blocks that no transfer
   record had named since they last left (populated) and of those how many
-  no fault record named either (never heard of).
+  no fault record named either (never heard of). A block a policy's call
+  populated is counted too, though the engine knows of it: its own call.
 """
 import argparse
 import collections
@@ -34,6 +42,21 @@ def percentiles(values):
     return " / ".join(f"{values[int(p * (len(values) - 1))] / 1e6:.1f}" for p in (0.1, 0.5, 0.9))
 
 
+def busy_ns(spans):
+    """The time covered by the union of (start, end) spans."""
+    total, current = 0, None
+    for start, end in sorted(spans):
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = [start, end]
+        else:
+            current[1] = max(current[1], end)
+    if current is not None:
+        total += current[1] - current[0]
+    return total
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("records")
@@ -45,7 +68,8 @@ def main():
             rows = list(csv.DictReader(f))
     except (OSError, csv.Error) as error:
         sys.exit(f"cupti_record_stats.py: cannot read {args.records}: {error}")
-    needed = {"kind", "cause", "program_address", "value", "start_ns", "delivered_ns", "outcome"}
+    needed = {"kind", "cause", "program_address", "value", "start_ns", "end_ns", "delivered_ns",
+              "outcome"}
     if not rows or not needed <= set(rows[0]):
         sys.exit(f"cupti_record_stats.py: {args.records} is not a cuda backend record log "
                  f"(needs the columns {', '.join(sorted(needed))})")
@@ -74,6 +98,30 @@ def main():
                 late = int(r["start_ns"]) - start >= early
                 delays[late].append(int(r["delivered_ns"]) - int(r["start_ns"]))
         print(f"| {kind} | {percentiles(delays[0])} | {percentiles(delays[1])} |")
+
+    print("\n| copies | records | busy ms | GB/s |")
+    print("| --- | ---: | ---: | ---: |")
+    groups = collections.defaultdict(list)
+    for r in rows:
+        if r["kind"] in ("h2d", "d2h") and int(r["end_ns"]) > int(r["start_ns"]):
+            span = (int(r["start_ns"]), int(r["end_ns"]), int(r["value"]))
+            groups[f"{r['kind']} {r['cause']}"].append(span)
+            if r["kind"] == "h2d" and r["cause"] in ("coherence", "prefetch"):
+                groups["h2d fault path (coherence + prefetch)"].append(span)
+    for name, spans in sorted(groups.items()):
+        busy = busy_ns([(start, end) for start, end, _ in spans])
+        moved = sum(value for _, _, value in spans)
+        print(f"| {name} | {len(spans)} | {busy / 1e6:.0f} | {moved / busy:.2f} |")
+
+    outcomes = collections.Counter()
+    for r in rows:
+        if r["kind"] == "d2h" and r["cause"] == "eviction":
+            outcomes[r["outcome"] or "-"] += int(r["value"])
+    if outcomes:
+        total = sum(outcomes.values())
+        print("\ndriver eviction records by bytes: " + ", ".join(
+            f"{name} {moved / 1e9:.2f} GB ({moved / total:.0%})"
+            for name, moved in outcomes.most_common()))
 
     flushes = collections.Counter(r["delivered_ns"] for r in rows)
     sizes = collections.Counter(flushes.values())

@@ -323,9 +323,16 @@ int main() {
   // needs the first half's frames. "write_back": prefetched to the host
   // (the copy a pre-eviction makes); "discard": cudaMemDiscardBatchAsync
   // alone; "discard_to_host": cudaMemDiscardAndPrefetchBatchAsync to the
-  // host. CUPTI's records say what moved: the bytes written back while
-  // letting go, and the bytes the driver evicted to page the second half
-  // in (none where letting go gave the frames back).
+  // host. Three more let go of part of each block, as DeepUM's pre-eviction
+  // does when some of a victim's pages are garbage: "discard_half_write_back"
+  // discards each block's first 1 MiB and then prefetches its second to the
+  // host (the cuda backend's eviction with drops: one discard batch, then
+  // the prefetches); "discard_half" and "discard_odd_pages" only discard
+  // (the first 1 MiB; every odd 4 KiB page), leaving the driver to evict
+  // the rest when the second half pages in. CUPTI's records say what moved:
+  // the bytes written back while letting go, and the bytes the driver
+  // evicted to page the second half in (none where letting go gave the
+  // frames back).
   cudaFree(base);  // one region at a time
   base = nullptr;
   // CUPTI's unified-memory records cover only managed memory allocated
@@ -343,6 +350,7 @@ int main() {
   // driver evicted them or was asked to move them.
   struct Moved {
     uint64_t evicted = 0, asked = 0;
+    uint64_t to_device = 0;  // host-to-device, any cause
   };
   auto moved_since = [&] {
     cudaDeviceSynchronize();
@@ -353,6 +361,9 @@ int main() {
     (*records)->Drain(batch);
     Moved moved;
     for (const umlab::cuda::UnifiedMemoryRecord& record : batch) {
+      if (record.kind == umlab::cuda::UnifiedMemoryRecord::Kind::kBytesHostToDevice) {
+        moved.to_device += record.value;
+      }
       if (record.kind != umlab::cuda::UnifiedMemoryRecord::Kind::kBytesDeviceToHost) continue;
       (record.cause == umlab::cuda::UnifiedMemoryRecord::Cause::kEviction ? moved.evicted
                                                                           : moved.asked) +=
@@ -361,8 +372,10 @@ int main() {
     return moved;
   };
   std::printf(" \"letting_go\":{\"bytes\":%zu", half);
-  const char* ways[] = {"write_back", "discard", "discard_to_host"};
-  for (int way = 0; way < 3; ++way) {
+  const char* ways[] = {"write_back",   "discard",           "discard_to_host",
+                        "discard_half_write_back", "discard_half", "discard_odd_pages"};
+  constexpr size_t kHalfBlock = size_t{1} << 20;
+  for (int way = 0; way < 6; ++way) {
     TimePrefetch(probe, region, region, host, stream);
     absl::StatusOr<std::unique_ptr<umlab::cuda::GpuBalloon>> balloon =
         umlab::cuda::GpuBalloon::Inflate(half);
@@ -383,6 +396,31 @@ int main() {
     } else if (way == 1) {
       Ok(cudaMemDiscardBatchAsync(spans.data(), sizes.data(), spans.size(), 0, stream),
          "cudaMemDiscardBatchAsync");
+    } else if (way >= 3) {
+      std::vector<void*> garbage;
+      std::vector<size_t> garbage_sizes;
+      for (void* block : spans) {
+        char* block_start = static_cast<char*>(block);
+        if (way == 5) {
+          for (size_t page = 4096; page < (size_t{2} << 20); page += 8192) {
+            garbage.push_back(block_start + page);
+            garbage_sizes.push_back(4096);
+          }
+        } else {
+          garbage.push_back(block_start);
+          garbage_sizes.push_back(kHalfBlock);
+        }
+      }
+      Ok(cudaMemDiscardBatchAsync(garbage.data(), garbage_sizes.data(), garbage.size(), 0,
+                                  stream),
+         "cudaMemDiscardBatchAsync");
+      if (way == 3) {
+        for (void* block : spans) {
+          Ok(cudaMemPrefetchAsync(static_cast<char*>(block) + kHalfBlock, kHalfBlock, host, 0,
+                                  stream),
+             "cudaMemPrefetchAsync");
+        }
+      }
     } else {
       cudaMemLocation to_host = host;
       size_t first_span = 0;
@@ -403,6 +441,44 @@ int main() {
                 static_cast<unsigned long long>(letting_go.asked + letting_go.evicted),
                 static_cast<unsigned long long>(paging_in.evicted + paging_in.asked),
                 then_paging / 1e3 / double(half_blocks));
+  }
+  std::printf("}");
+
+  // Whether a discard reaches the copy the host holds: DeepUM's
+  // invalidation often comes after the driver has written the block back.
+  // The first half is made resident and written back (prefetched to the
+  // host), then discarded there not at all ("none"), in its blocks' first
+  // halves ("half") or whole ("whole"), and read again on the GPU: CUPTI's
+  // host-to-device bytes say how much still had to be copied.
+  std::printf(",\n \"discard_on_host\":{\"bytes\":%zu", half);
+  const char* amounts[] = {"none", "half", "whole"};
+  for (int amount = 0; amount < 3; ++amount) {
+    TimePrefetch(probe, region, region, host, stream);
+    Replay({DeviceRange{probe_address, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
+    moved_since();  // what came before
+    for (size_t offset = 0; offset < half; offset += size_t{2} << 20) {
+      Ok(cudaMemPrefetchAsync(probe + offset, size_t{2} << 20, host, 0, stream),
+         "cudaMemPrefetchAsync");
+    }
+    cudaStreamSynchronize(stream);
+    std::vector<void*> spans;
+    std::vector<size_t> sizes;
+    for (size_t offset = 0; amount > 0 && offset < half; offset += size_t{2} << 20) {
+      spans.push_back(probe + offset);
+      sizes.push_back(amount == 1 ? kHalfBlock : size_t{2} << 20);
+    }
+    if (!spans.empty()) {
+      Ok(cudaMemDiscardBatchAsync(spans.data(), sizes.data(), spans.size(), 0, stream),
+         "cudaMemDiscardBatchAsync");
+    }
+    cudaStreamSynchronize(stream);
+    const Moved written_back = moved_since();
+    Replay({DeviceRange{probe_address, 0}}, {half / 4096}, prop.multiProcessorCount, 1, stream);
+    const Moved read_again = moved_since();
+    std::printf(",\n  \"%s\":{\"written_back_bytes\":%llu,\"copied_back_bytes\":%llu}",
+                amounts[amount],
+                static_cast<unsigned long long>(written_back.asked + written_back.evicted),
+                static_cast<unsigned long long>(read_again.to_device));
   }
   std::printf("}}\n");
   records->reset();

@@ -76,7 +76,11 @@ TEST_P(UffdPolicies, MlpAtHalfCapacityVerifies) {
   EXPECT_NE(json.find("\"backend\":\"uffd\""), std::string::npos) << json;
   EXPECT_EQ(JsonField(json, "iterations"), 3u);
   EXPECT_GT(JsonField(json, "time_ns"), 0u);
-  EXPECT_GT(JsonField(json, "faults"), 0u);
+  // The device really moved data: through faults, or through prefetches. A
+  // policy that plans every move ahead (lms) may take no fault at all when
+  // the host keeps ahead of the kernels, as it did once under ASan on a
+  // loaded machine; that is timing, not a defect.
+  EXPECT_GT(JsonField(json, "faults") + JsonField(json, "prefetch_bytes"), 0u) << json;
   EXPECT_GT(JsonField(json, "h2d_bytes") + JsonField(json, "zero_filled_bytes"), 0u);
   if (GetParam() != "ideal") {
     EXPECT_GE(JsonField(json, "evictions"), min_evictions) << json;

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 // Built with or without the cuda backend; the header is there only with it.
@@ -18,6 +21,7 @@
 #define UMLAB_HAVE_CUDA_BACKEND 1
 #endif
 
+#include "absl/strings/str_split.h"
 #include "cli/runner/experiment.h"
 #include "core/backend_registry.h"
 #include "core/engine.h"
@@ -85,6 +89,40 @@ TEST_F(CudaBackendTest, TheDriverRunsOutOfMemoryUnderTheBalloon) {
   ASSERT_EQ(s.per_iteration.size(), 3u);
   // The balloon and the managed memory went with the run.
   EXPECT_GE(FreeGpuBytes() + (64u << 20), free_before);
+}
+
+TEST_F(CudaBackendTest, TheCallLogHasARowForEveryCallInTheOrderIssued) {
+  const std::string path = ::testing::TempDir() + "/cuda_calls.csv";
+  absl::StatusOr<RunResult> result = Run("deepum", "0.5", "cuda:calls=" + path);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::ifstream log(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(log, line));
+  EXPECT_EQ(line.substr(0, 8), "id,kind,") << line;
+  int prefetches = 0, evictions = 0;
+  long long last_end = -1;
+  uint64_t prefetched_bytes = 0;
+  while (std::getline(log, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, ',');
+    ASSERT_EQ(f.size(), 10u) << line;
+    prefetches += f[1] == "prefetch";
+    evictions += f[1] == "evict";
+    if (f[1] == "prefetch") prefetched_bytes += std::stoull(f[6]);
+    const long long submitted = std::stoll(f[7]), begin = std::stoll(f[8]), end = std::stoll(f[9]);
+    // One thread issues in submission order: each call begins after it was
+    // submitted and after the one before it ended.
+    EXPECT_LE(submitted, begin) << line;
+    EXPECT_LE(begin, end) << line;
+    EXPECT_GE(begin, last_end) << line;
+    last_end = end;
+  }
+  EXPECT_GT(prefetches, 0);
+  EXPECT_GT(evictions, 0);
+  // The calls name the managed memory of what the engine prefetched, and a
+  // block's spans cover only what its segments hold of it.
+  EXPECT_GT(prefetched_bytes, 0u);
+  EXPECT_LE(prefetched_bytes, result->stats.prefetch_bytes);
+  std::remove(path.c_str());
 }
 
 TEST_F(CudaBackendTest, TheEngineBudgetEvictsWithoutABalloon) {

@@ -103,6 +103,11 @@ absl::Status CudaBackend::Initialise() {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s =
+          OpenCsvLog(options_.call_log, "calls", TransferIssuer::kCallLogHeader, call_log_);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CudaCheck(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking),
                                  "cudaStreamCreate");
       !s.ok()) {
@@ -287,7 +292,8 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   start_ = std::chrono::steady_clock::now();
   driver_records_.Start(cupti_start_);
 
-  calls_.Start(options_.gpu, migration_stream_);
+  calls_.Start(options_.gpu, migration_stream_,
+               {call_log_.get(), &CuptiFaultStream::Timestamp, cupti_start_});
   std::thread engine_thread([this] {
     cudaSetDevice(options_.gpu);  // the current device is per thread
     ServeEngine();
@@ -763,6 +769,10 @@ UMLAB_REGISTER_BACKEND(
       {"kernels", ParamType::kString, "",
        "write each kernel's accesses, issuers, compute time and its begin and end on the GPU's "
        "clock to this CSV file"},
+      {"calls", ParamType::kString, "",
+       "write each of the engine's calls (prefetch, eviction, discard: its spans and bytes, "
+       "when it was submitted and when its calls began and ended, on the records' clock) to "
+       "this CSV file"},
       {"memory_log", ParamType::kString, "",
        "write, every millisecond, the frames the engine's books hold and the GPU's free memory "
        "(cudaMemGetInfo) to this CSV file: where the engine's view departs from the driver's"}},
@@ -779,6 +789,7 @@ UMLAB_REGISTER_BACKEND(
        options.record_buffer_bytes = static_cast<size_t>(params.Int("buffer_kb")) << 10;
        options.kernel_log = params.String("kernels");
        options.memory_log = params.String("memory_log");
+       options.call_log = params.String("calls");
        options.driver_room_for_prefetches = params.Choice("room") == 0;  // "all"
        options.driver_reserve_bytes = static_cast<uint64_t>(params.Int("reserve_mib")) << 20;
        absl::StatusOr<std::unique_ptr<CudaBackend>> backend =

@@ -100,6 +100,9 @@ struct CudaOptions {
   // free (cudaMemGetInfo): where the engine's view of the device departs
   // from the driver's.
   std::string memory_log;
+  // If set, each of the engine's calls (prefetch, eviction, discard) is
+  // written to this CSV file, on the record log's clock (TransferIssuer::CallLog).
+  std::string call_log;
   // memory=driver: whether the engine lets the driver make room for its
   // prefetches too (it always does for faults, which it hears of only after
   // the driver has evicted). Otherwise a prefetch into a full device first
@@ -235,6 +238,7 @@ class CudaBackend final : public UvmDriverBackend {
   DriverRecordReader driver_records_;
   CsvLog kernel_log_ = NoCsvLog();
   CsvLog memory_log_ = NoCsvLog();
+  CsvLog call_log_ = NoCsvLog();
   Nanos next_memory_sample_ = 0;
   uint64_t overshoot_max_frames_ = 0;
   uint64_t overshoot_sum_frames_ = 0;

@@ -4,8 +4,8 @@
 
 namespace umlab::cuda {
 
-void DriverCalls::Start(int gpu, cudaStream_t stream) {
-  issuer_ = std::make_unique<TransferIssuer>(gpu, stream);
+void DriverCalls::Start(int gpu, cudaStream_t stream, TransferIssuer::CallLog log) {
+  issuer_ = std::make_unique<TransferIssuer>(gpu, stream, log);
 }
 
 void DriverCalls::Stop() { issuer_.reset(); }

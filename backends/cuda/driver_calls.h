@@ -30,8 +30,9 @@ class DriverCalls {
  public:
   using Span = TransferIssuer::Span;
 
-  // Calls go out on `stream` of `gpu` from now on.
-  void Start(int gpu, cudaStream_t stream);
+  // Calls go out on `stream` of `gpu` from now on, each logged to `log`
+  // if it has a file.
+  void Start(int gpu, cudaStream_t stream, TransferIssuer::CallLog log = {});
   // Issues what is queued, waits for it, and stops the issuing thread.
   void Stop();
   bool started() const { return issuer_ != nullptr; }

@@ -4,8 +4,8 @@
 
 namespace umlab::cuda {
 
-TransferIssuer::TransferIssuer(int gpu, cudaStream_t stream)
-    : gpu_(gpu), stream_(stream), worker_([this] { Work(); }) {}
+TransferIssuer::TransferIssuer(int gpu, cudaStream_t stream, CallLog log)
+    : gpu_(gpu), stream_(stream), log_(log), worker_([this] { Work(); }) {}
 
 TransferIssuer::~TransferIssuer() {
   {
@@ -20,6 +20,7 @@ TransferIssuer::~TransferIssuer() {
 }
 
 void TransferIssuer::Submit(Command command) {
+  if (log_.file != nullptr) command.submitted = log_.clock();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(command));
@@ -67,6 +68,7 @@ void TransferIssuer::IssueRemoteMapping(const Command& command, Check& check) {
 }
 
 void TransferIssuer::Issue(const Command& command) {
+  const uint64_t begin = log_.file != nullptr ? log_.clock() : 0;
   absl::Status failure;
   auto check = [&](cudaError_t error, const char* what) {
     if (error != cudaSuccess && failure.ok()) {
@@ -105,9 +107,32 @@ void TransferIssuer::Issue(const Command& command) {
     check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
   }
   if (done != nullptr) check(cudaEventRecord(done, stream_), "cudaEventRecord");
+  if (log_.file != nullptr) LogCall(command, begin, log_.clock());
   std::lock_guard<std::mutex> lock(mutex_);
   if (!failure.ok() && status_.ok()) status_ = failure;
   if (done != nullptr) issued_.push_back(Issued{command.id, done});
+}
+
+void TransferIssuer::LogCall(const Command& command, uint64_t begin, uint64_t end) const {
+  auto total = [](const std::vector<Span>& spans) {
+    uint64_t bytes = 0;
+    for (const Span& span : spans) bytes += span.bytes;
+    return bytes;
+  };
+  const char* kind = !command.remote.empty() ? (command.unmap ? "remote_unmap" : "remote_map")
+                     : command.to_device     ? "prefetch"
+                     : !command.prefetch.empty() || command.id != 0 ? "evict"
+                                                                    : "discard";
+  const std::vector<Span>& named = !command.prefetch.empty() ? command.prefetch
+                                   : !command.discard.empty() ? command.discard
+                                                              : command.remote;
+  const auto since = [this](uint64_t t) { return static_cast<long long>(t - log_.origin); };
+  std::fprintf(log_.file, "%llu,%s,0x%llx,%zu,%llu,%zu,%llu,%lld,%lld,%lld\n",
+               static_cast<unsigned long long>(command.id), kind,
+               static_cast<unsigned long long>(named.empty() ? 0 : named.front().address),
+               command.discard.size(), static_cast<unsigned long long>(total(command.discard)),
+               command.prefetch.size(), static_cast<unsigned long long>(total(command.prefetch)),
+               since(command.submitted), since(begin), since(end));
 }
 
 void TransferIssuer::CollectFinished(std::vector<TransferId>& out) {

@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -42,9 +43,22 @@ class TransferIssuer {
     // and migrates.
     std::vector<Span> remote;
     bool unmap = false;
+    uint64_t submitted = 0;  // on the call log's clock, when it has one
   };
+  // One row per command, written by the issuing thread (cuda:calls=FILE):
+  // when the engine submitted it and when the thread began and ended its
+  // calls, in ns on `clock` since `origin`. The cuda backend passes CUPTI's
+  // clock and the run's start on it, so rows line up with the record log's.
+  struct CallLog {
+    std::FILE* file = nullptr;  // not owned; none: no log
+    uint64_t (*clock)() = nullptr;
+    uint64_t origin = 0;
+  };
+  static constexpr const char* kCallLogHeader =
+      "id,kind,address,discard_spans,discard_bytes,prefetch_spans,prefetch_bytes,"
+      "submitted_ns,begin_ns,end_ns\n";
 
-  TransferIssuer(int gpu, cudaStream_t stream);
+  TransferIssuer(int gpu, cudaStream_t stream, CallLog log);
   // Issues what is queued, waits for it on the GPU, and joins the thread.
   ~TransferIssuer();
   TransferIssuer(const TransferIssuer&) = delete;
@@ -66,12 +80,14 @@ class TransferIssuer {
   };
   void Work();
   void Issue(const Command& command);
+  void LogCall(const Command& command, uint64_t begin, uint64_t end) const;
   // A command's remote mapping or unmapping; `check` keeps the first error.
   template <typename Check>
   void IssueRemoteMapping(const Command& command, Check& check);
 
   const int gpu_;
   const cudaStream_t stream_;
+  const CallLog log_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;

@@ -609,6 +609,7 @@ TransferId Engine::EvictPages(BlockState& victim, PageMask pages,
   // page kept is written back; otherwise the host's copy of a clean page is
   // still good.
   transfer.copy = pages & ~drop & (memory_.has_storage() ? pages : use.dirty);
+  transfer.drop = drop;
   transfer.not_before = backend_.Now();
   if (memory_.has_storage() && transfer.copy.any() &&
       ((tier.has_value() ? *tier : policy_.EvictTo(victim)) == MemoryTier::kStorage ||

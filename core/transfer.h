@@ -30,6 +30,10 @@ struct Transfer {
   // The subset of `copy` that comes from, or goes to, storage rather than
   // host memory (DeviceConfig's storage tier).
   PageMask storage;
+  // Evictions: the pages of `pages` the policy drops as garbage
+  // (Policy::PagesToDrop). No copy of them is kept anywhere: the next touch
+  // finds no data.
+  PageMask drop;
   // Do not start before this time (the modelled fault-handling latency).
   Nanos not_before = 0;
   // Id of a transfer that must finish first (0: none), e.g. the eviction

@@ -96,6 +96,57 @@ TEST(SimUserModeTest, TheDriversFaultPathCopiesAtItsOwnRateInBothModes) {
   }
 }
 
+// When kernel 2 begins, prefetches block 3 (the driver makes room by
+// evicting block 0, the oldest arrival); when kernel 4 begins, while that
+// prefetch still runs, pre-evicts block 0, whose first half the allocator
+// has let go of, dropping that half or not.
+class PrefetchThenPreEvict final : public Policy {
+ public:
+  explicit PrefetchThenPreEvict(bool drop_garbage) : drop_garbage_(drop_garbage) {}
+  void OnKernelBegin(uint32_t exec_id) override {
+    if (exec_id == 2) {
+      context().Prefetch(BlockOfAddress(ProgramBuilder::BlockAddress(3)), FullPageMask(),
+                         exec_id);
+    } else if (exec_id == 4) {
+      context().PreEvict(BlockOfAddress(ProgramBuilder::BlockAddress(0)));
+    }
+  }
+  PageMask PagesToDrop(const BlockState& victim) override {
+    return drop_garbage_ ? victim.inactive : PageMask();
+  }
+
+ private:
+  bool drop_garbage_;
+};
+
+TEST(SimUserModeTest, ADiscardReachesTheCopyTheDriverWroteBack) {
+  ProgramBuilder p;
+  p.Alloc(0, 4);
+  p.Kernel(1, 1000, {3}, true);     // block 3 holds data...
+  p.Kernel(5, 1000, {0, 1}, true);  // ...on the host, once 0 and 1 come
+  // Long enough for CUPTI's records to reach the engine: it knows blocks 0
+  // and 1 are on the device.
+  p.Kernel(9, 30'000'000, {1});
+  p.Deactivate(ProgramBuilder::BlockAddress(0), kBlock / 2);
+  p.Kernel(2, 1000, {1});
+  p.Kernel(4, 1000, {1});
+  p.Kernel(6, 30'000'000, {1});
+  p.Kernel(3, 1000, {0});  // block 0 comes back
+  const SimOptions options{.policy_from_user = true, .cupti = Unbuffered(16'000'000)};
+  PrefetchThenPreEvict dropping(true), keeping(false);
+  const SimRun dropped = RunOnSim(p, 2, dropping, TestDevice(), ReplayPolicy::kBatch, options);
+  const SimRun kept = RunOnSim(p, 2, keeping, TestDevice(), ReplayPolicy::kBatch, options);
+  ASSERT_TRUE(dropped.status.ok()) << dropped.status;
+  ASSERT_TRUE(kept.status.ok()) << kept.status;
+  // The driver wrote block 0 back, whole, to make room for the prefetch,
+  // before the pre-eviction's turn came: the call moved nothing either way.
+  EXPECT_EQ(dropped.stats.d2h_bytes, kept.stats.d2h_bytes);
+  EXPECT_EQ(dropped.stats.invalidated_bytes, kBlock / 2);
+  // The discard of its garbage half reached the host's copy: that half is
+  // populated when block 0 comes back, not copied.
+  EXPECT_EQ(kept.stats.h2d_bytes - dropped.stats.h2d_bytes, kBlock / 2);
+}
+
 // Prefetches `blocks`, in order, when kernel `trigger` begins.
 class PrefetchAtKernel final : public Policy {
  public:

@@ -1105,7 +1105,10 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
       bytes = MaskBytes(transfer.copy & held) + MaskBytes(caught & ~dropped);
       moved_d2h_bytes_ += bytes;
       driver_->OnDevicePagesEvicted(transfer.block, held & transfer.copy);
-      driver_->OnDevicePagesDiscarded(transfer.block, held & ~transfer.copy);
+      // A discard reaches the host's copy too: garbage the driver has
+      // written back since the policy decided is not copied in again
+      // (umlab_cuda_calibrate's discard_on_host, docs/devices.md).
+      driver_->OnDevicePagesDiscarded(transfer.block, (held & ~transfer.copy) | transfer.drop);
     }
     if (options_.g10_faults()) evicting_[transfer.block].push_back({transfer.id, transfer.pages});
     device_memory_.Unmap(transfer.block, transfer.pages);

@@ -79,13 +79,15 @@ UMLAB_REGISTER_DEVICE(
          // block per transfer, so the link is fitted to per-block calls, not
          // bulk ones: a 2 MiB prefetch took 151 us to the GPU and 181 us back,
          // which with 10 us per transfer gives 14.9 and 12.3 GB/s.
-         // An eviction the driver makes in its own fault path costs 250 us
+         // An eviction the driver makes in its own fault path costs 275 us
          // beyond its copy, and the driver moves one thing at a time (its
          // fault and prefetch paths hold the address space's lock for a
          // whole migration; CUPTI's records overlap under 1%): both fitted
          // to the fidelity matrix (docs/fidelity.md), where demand paging
          // under a balloon took ~0.6 ms per block, with the sim's
-         // `policy_from=user` writing back every page as the driver does.
+         // `policy_from=user` writing back every page as the driver does
+         // (275: demand's rows over seven H200 passes with the driver's tree
+         // prefetcher modelled, 2026-11-27; 250 without it).
          // A policy's call that populates (no data to copy) took 34.5 us per
          // 2 MiB with room free: 10 us of transfer set-up and 24.5 us of the
          // driver's zero-fill and mapping (umlab_cuda_calibrate's
@@ -94,7 +96,7 @@ UMLAB_REGISTER_DEVICE(
          // (umlab_remote_probe on an H200, 2026-11-26): whole-GPU streams
          // read at 51.3 GB/s and write at 52.6, and one dependent access
          // took 1,194 ns against 151 in HBM, so 1.04 us beyond it.
-         .link = {14.9e9, 12.3e9, 10000, 250000, /*full_duplex=*/false,
+         .link = {14.9e9, 12.3e9, 10000, 275000, /*full_duplex=*/false,
                   /*populate_overhead_ns=*/24500, /*storage=*/{},
                   /*remote_read_bytes_per_second=*/51.3e9,
                   /*remote_write_bytes_per_second=*/52.6e9, /*remote_latency_ns=*/1040},

@@ -1360,10 +1360,10 @@ UMLAB_REGISTER_BACKEND(
             "time in order: what --backend=cuda:memory=driver runs)",
             {},
             {"driver", "user"}},
-           {"driver", ParamType::kString, "demand",
+           {"driver", ParamType::kString, "uvm-default",
             "policy_from=user: the policy that models the unmodified driver's own fault "
-            "service: demand (the faulted pages; the best fit to the H200, docs/fidelity.md) "
-            "or uvm-default (its tree prefetcher and thrashing detection)"},
+            "service: uvm-default (its tree prefetcher and thrashing detection; the best fit to "
+            "the H200, docs/fidelity.md) or demand (the faulted pages only)"},
            {"flush_us", ParamType::kDouble, "1000",
             "policy_from=user: pause between CUPTI flushes, as the cuda backend's flush_us",
             ParamRange::Closed(0, 2000)},

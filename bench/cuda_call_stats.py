@@ -22,31 +22,10 @@ checked against.
 import argparse
 import bisect
 import collections
-import csv
-import gzip
-import sys
+
+from cuda_logs import percentiles, read_log
 
 BLOCK_SHIFT = 21
-
-
-def read(path, needed, what):
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, csv.Error, EOFError) as error:
-        sys.exit(f"cuda_call_stats.py: cannot read {path}: {error}")
-    if not rows or not needed <= set(rows[0]):
-        sys.exit(f"cuda_call_stats.py: {path} is not a cuda backend {what} "
-                 f"(needs the columns {', '.join(sorted(needed))})")
-    return rows
-
-
-def percentiles(values, scale):
-    if not values:
-        return "-"
-    values = sorted(values)
-    return " / ".join(f"{values[int(p * (len(values) - 1))] / scale:.1f}" for p in (0.1, 0.5, 0.9))
 
 
 def main():
@@ -54,13 +33,13 @@ def main():
     parser.add_argument("calls")
     parser.add_argument("records", nargs="?")
     args = parser.parse_args()
-    calls = read(args.calls, {"id", "kind", "address", "discard_spans", "prefetch_bytes",
+    calls = read_log(args.calls, {"id", "kind", "address", "discard_spans", "prefetch_bytes",
                               "submitted_ns", "begin_ns", "end_ns"}, "call log")
     # The user records of each (direction, block), in time order; each is
     # matched to the first call of its block that began before it.
     user = collections.defaultdict(list)
     if args.records:
-        for r in read(args.records, {"kind", "cause", "address", "start_ns"}, "record log"):
+        for r in read_log(args.records, {"kind", "cause", "address", "start_ns"}, "record log"):
             if r["cause"] == "user":
                 user[(r["kind"], int(r["address"], 16) >> BLOCK_SHIFT)].append(int(r["start_ns"]))
         for starts in user.values():

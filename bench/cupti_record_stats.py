@@ -28,18 +28,10 @@ backends/emu/cupti_record_stream.h) takes from such a log:
 """
 import argparse
 import collections
-import csv
-import gzip
-import sys
+
+from cuda_logs import percentiles, read_log
 
 BLOCK = 2 << 20
-
-
-def percentiles(values):
-    if not values:
-        return "-"
-    values = sorted(values)
-    return " / ".join(f"{values[int(p * (len(values) - 1))] / 1e6:.1f}" for p in (0.1, 0.5, 0.9))
 
 
 def busy_ns(spans):
@@ -62,17 +54,8 @@ def main():
     parser.add_argument("records")
     parser.add_argument("--early-ms", type=float, default=500)
     args = parser.parse_args()
-    opener = gzip.open if args.records.endswith(".gz") else open
-    try:
-        with opener(args.records, "rt") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, csv.Error) as error:
-        sys.exit(f"cupti_record_stats.py: cannot read {args.records}: {error}")
-    needed = {"kind", "cause", "program_address", "value", "start_ns", "end_ns", "delivered_ns",
-              "outcome"}
-    if not rows or not needed <= set(rows[0]):
-        sys.exit(f"cupti_record_stats.py: {args.records} is not a cuda backend record log "
-                 f"(needs the columns {', '.join(sorted(needed))})")
+    rows = read_log(args.records, {"kind", "cause", "program_address", "value", "start_ns",
+                                   "end_ns", "delivered_ns", "outcome"}, "record log")
     start = min(int(r["start_ns"]) for r in rows)
     early = args.early_ms * 1e6
 
@@ -97,7 +80,7 @@ def main():
             if r["kind"] == kind and int(r["delivered_ns"]) >= 0:
                 late = int(r["start_ns"]) - start >= early
                 delays[late].append(int(r["delivered_ns"]) - int(r["start_ns"]))
-        print(f"| {kind} | {percentiles(delays[0])} | {percentiles(delays[1])} |")
+        print(f"| {kind} | {percentiles(delays[0], 1e6)} | {percentiles(delays[1], 1e6)} |")
 
     print("\n| copies | records | busy ms | GB/s |")
     print("| --- | ---: | ---: | ---: |")

@@ -1034,12 +1034,10 @@ void SimBackend::SubmitDriverMigration(const Transfer& transfer) {
   const PageMask moving = own.pages & ~device_memory_.Mapped(own.block) & ~Landing(own.block);
   const uint64_t copied = MaskBytes(own.copy & moving);
   if (copied > 0) {
-    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, own.block,
-                   FullPageMask(), CuptiRecordStream::RecordsFor(copied, kFaultCopyBytesPerRecord)});
+    RecordArrival(own.block, CuptiRecordStream::RecordsFor(copied, kFaultCopyBytesPerRecord));
     unheard_.erase(own.block);
   } else if (options_.populate_records == SimOptions::PopulateRecords::kAll) {
-    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, own.block,
-                   FullPageMask()});
+    RecordArrival(own.block);
   } else if (moving.any() && own.block != batch_named_block_) {
     unheard_.insert(own.block);
   }
@@ -1059,14 +1057,18 @@ void SimBackend::Evict(const Transfer& transfer) {
   IssueNextCall();
 }
 
+void SimBackend::RecordArrival(BlockNumber block, uint64_t cupti_records) {
+  records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, block, FullPageMask(),
+                 cupti_records});
+}
+
 void SimBackend::RecordFaultBatch(BlockNumber first_fault_block) {
   batch_named_block_ = first_fault_block;
   unheard_.erase(first_fault_block);
   // One fault record per batch, naming its first fault; under kAll every
   // migration has a record of its own instead.
   if (options_.populate_records == SimOptions::PopulateRecords::kFirstFault) {
-    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, first_fault_block,
-                   FullPageMask()});
+    RecordArrival(first_fault_block);
   }
 }
 

@@ -349,6 +349,10 @@ class SimBackend final : public Backend {
   void ForgetIfUnmapped(BlockNumber block);
   // User mode: the driver engine's migration (DriverPort::Migrate).
   void SubmitDriverMigration(const Transfer& transfer);
+  // User mode: CUPTI records the driver bringing `block` in, as
+  // `cupti_records` of its records; the engine will hear of every page of
+  // it, as the cuda backend reports a named block.
+  void RecordArrival(BlockNumber block, uint64_t cupti_records = 1);
   // User mode: the driver fetched a fault batch whose first fault lies in
   // `first_fault_block`: CUPTI's fault record names that block.
   void RecordFaultBatch(BlockNumber first_fault_block);

@@ -684,13 +684,17 @@ int UffdDevice::ReadFaults() {
 
 int UffdDevice::ReceivePending() {
   if (!handler_ || uffd_ < 0) return 0;
+  // Another receiver is at it: it handles what is queued, in order.
+  if (!receive_mu_.TryLock()) return 0;
   int received = 0;
   for (;;) {
     const int got = ReadFaults();
-    if (got <= 0) return received;
+    if (got <= 0) break;
     received += got;
-    if (got < kReadMessages) return received;  // the queue was drained
+    if (got < kReadMessages) break;  // the queue was drained
   }
+  receive_mu_.Unlock();
+  return received;
 }
 
 void UffdDevice::ReaderLoop() {
@@ -703,7 +707,11 @@ void UffdDevice::ReaderLoop() {
     }
     if (fds[1].revents != 0) return;
     // Another receiver (ReceivePending) may have taken the messages: EAGAIN.
-    const int got = ReadFaults();
+    int got = 0;
+    {
+      absl::MutexLock lock(&receive_mu_);
+      got = ReadFaults();
+    }
     if (got < 0 && got != -EAGAIN && got != -EINTR) {
       std::fprintf(stderr, "umlab: uffd reader: read: %s\n", ErrnoText(-got).c_str());
       return;

@@ -66,9 +66,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/memory_units.h"
 #include "backends/emu/storage_file.h"
 #include "core/page_mask.h"
@@ -225,9 +227,12 @@ class UffdDevice {
   // the reader's handler for each on the calling thread; returns how many.
   // For a thread that polls for work anyway (the backend's service thread):
   // it gets a fault as soon as it looks, without waiting for the reader to
-  // wake up. The reader and any number of such callers may receive at once;
-  // each message goes to exactly one of them, so the handler must be
-  // thread-safe. Only between StartReader and StopReader.
+  // wake up. One receiver at a time reads and handles messages (the others
+  // find the queue taken and return 0 at once), so messages are handled in
+  // the order the kernel queued them: a later fault of the same thread
+  // never overtakes an earlier one. The handler must still be thread-safe,
+  // as it runs on whichever thread received. Only between StartReader and
+  // StopReader.
   int ReceivePending();
   // Stops and joins the reader thread.
   void StopReader();
@@ -253,9 +258,10 @@ class UffdDevice {
   // UFFDIO_REGISTER of part of the device range, in every mode it uses.
   absl::Status Register(char* start, uint64_t length);
   void ReaderLoop();
-  // One read() of up to 64 messages, each passed to handler_. Returns the
-  // number of messages, or -errno (-EAGAIN: none queued).
-  int ReadFaults();
+  // One read() of up to 64 messages, each passed to handler_, under
+  // receive_mu_. Returns the number of messages, or -errno (-EAGAIN: none
+  // queued).
+  int ReadFaults() ABSL_EXCLUSIVE_LOCKS_REQUIRED(receive_mu_);
 
   Options options_;
   int uffd_ = -1;
@@ -269,6 +275,12 @@ class UffdDevice {
   uint64_t slots_ = 0;
   std::unique_ptr<StorageFile> storage_;
   std::function<void(const UffdFault&)> handler_;  // set before the reader starts
+  // Held from a read() of messages until the last of them is handled. Two
+  // receivers each handling its own read at once could handle a thread's
+  // fault before its earlier one, which it read first: the backend would
+  // then take the thread as asleep on the earlier page while it sleeps on
+  // the later (UffdBackend::AwaitAccessorsOf waited forever on that).
+  absl::Mutex receive_mu_;
   std::thread reader_;
 };
 

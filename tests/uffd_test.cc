@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/commands.h"
 #include "backends/emu/storage_file.h"
 #include "backends/emu/uffd_device.h"
@@ -603,6 +605,44 @@ TEST(UffdTeardown, AnErrorMidRunLeavesNothingBehind) {
   UffdOptions options = VerifiedUffdOptions();
   const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), options);
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument) << run.status;
+  EXPECT_EQ(CountEntries("/proc/self/task"), threads_before);
+  EXPECT_EQ(CountDeviceMappings(), 0);
+}
+
+// Answers its first fault only after `hold`: the engine's lock is held all
+// that time, as by a policy or backend call that never returns.
+class StuckPolicy final : public Policy {
+ public:
+  explicit StuckPolicy(absl::Duration hold) : hold_(hold) {}
+  PageMask ExpandFault(BlockNumber, const PageMask& faulted) override {
+    if (!stuck_once_) {
+      stuck_once_ = true;
+      absl::SleepFor(hold_);
+    }
+    return faulted;
+  }
+
+ private:
+  absl::Duration hold_;
+  bool stuck_once_ = false;
+};
+
+TEST(UffdTeardown, TheWatchdogFiresWhileACallHoldsTheEngine) {
+  // The run thread's checks must not wait for the engine's lock, or a call
+  // stuck under it hangs the run for good instead of failing it (the ctest
+  // timeout, not the watchdog, then ended a TSan run in CI). The watchdog
+  // fires after 0.5 s without progress and 1 s more of a held lock, well
+  // before the call gives up after 5 s.
+  const int threads_before = CountEntries("/proc/self/task");
+  ProgramBuilder program = LongProgram(2);
+  StuckPolicy policy(absl::Seconds(5));
+  VectorSource source = program.Source();
+  UffdOptions options = VerifiedUffdOptions();
+  options.watchdog_s = 0.5;
+  const UffdRun run = RunOnUffd(source, 2, policy, TestDevice(4), options);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kDeadlineExceeded) << run.status;
+  EXPECT_THAT(std::string(run.status.message()),
+              ::testing::HasSubstr("held the engine all along"));
   EXPECT_EQ(CountEntries("/proc/self/task"), threads_before);
   EXPECT_EQ(CountDeviceMappings(), 0);
 }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/access_pace.h"
 #include "core/backend_registry.h"
@@ -303,10 +304,15 @@ absl::Status UffdBackend::CheckAbort(Watch& watch) {
     return absl::CancelledError(
         "interrupted (SIGINT); the uffd device was shut down and its threads joined");
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!engine_->health().ok()) return engine_->health();
-    if (!engine_->invariant_status().ok()) return engine_->invariant_status();
+  // The engine's lock is only tried: a thread stuck in a call of the
+  // engine's holds it for good, and the watchdog below must still fire
+  // (its error sets abort_, which lets such a call give up). A busy engine
+  // is looked at on a later poll.
+  if (mu_.TryLock()) {
+    absl::Status health = engine_->health();
+    if (health.ok()) health = engine_->invariant_status();
+    mu_.Unlock();
+    if (!health.ok()) return health;
   }
   const uint64_t progress = progress_.load();
   const Nanos now = MonotonicNanos();
@@ -319,11 +325,29 @@ absl::Status UffdBackend::CheckAbort(Watch& watch) {
 }
 
 absl::Status UffdBackend::WatchdogError(const Watch& watch) {
+  // The engine's state is read under its lock; a thread that has held the
+  // lock all along (for a second more, too) is the deadlock itself.
+  const Nanos give_up = MonotonicNanos() + 1'000'000'000;
+  while (!mu_.TryLock()) {
+    if (MonotonicNanos() > give_up) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "uffd watchdog: no access completed and no transfer landed for %.0f s, and a call of "
+          "the engine's (a policy's decision or a backend operation) held the engine all along: "
+          "a deadlock in the policy or the backend",
+          options_.watchdog_s));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::Status error = WatchdogErrorLocked(watch);
+  mu_.Unlock();
+  return error;
+}
+
+absl::Status UffdBackend::WatchdogErrorLocked(const Watch& watch) {
   // Names the first stalled pages as the program knows them, with what the
   // device's page table and the engine say of each: a page the engine holds
   // resident and the device maps, yet whose accessor faults again and again,
   // is a re-fault livelock; an accessor that stopped faulting is a deadlock.
-  absl::MutexLock engine_lock(&mu_);
   absl::MutexLock lock(&inbox_mu_);
   std::vector<uint64_t> pages;
   for (const auto& [device_page, since] : stalled_) pages.push_back(device_page);

@@ -265,6 +265,7 @@ class UffdBackend final : public Backend,
   absl::Status CheckAbort(Watch& watch);
   // The watchdog's one-line error, naming the first stalled pages.
   absl::Status WatchdogError(const Watch& watch);
+  absl::Status WatchdogErrorLocked(const Watch& watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Polls the engine, under mu_, until `done` says so or the run aborts
   // (CheckAbort).
   absl::Status AwaitEngine(absl::FunctionRef<bool(const Engine&)> done);

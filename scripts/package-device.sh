@@ -12,7 +12,7 @@ rm -rf "$out"
 mkdir -p "$out/lib"
 for binary in cli/umlab tests/cuda_backend_test backends/cuda/umlab_cuda_calibrate \
               backends/cuda/umlab_cuda_probe backends/cuda/umlab_remote_probe \
-              backends/cuda/umlab_room_probe \
+              backends/cuda/umlab_room_probe backends/cuda/umlab_call_overlap_probe \
               backends/cuda/umlab_cuda_cluster; do
   cp "$build/$binary" "$out/"
   strip "$out/$(basename "$binary")"

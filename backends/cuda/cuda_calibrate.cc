@@ -24,6 +24,7 @@
 #include "backends/cuda/cuda_call_check.h"
 #include "backends/cuda/cupti_fault_stream.h"
 #include "backends/cuda/gpu_balloon.h"
+#include "backends/cuda/probe_kit.h"
 #include "backends/cuda/replay_kernel.h"
 
 namespace {
@@ -36,68 +37,16 @@ double Seconds(Clock::time_point start) {
 
 constexpr umlab::cuda::CudaCallCheck Ok("umlab_cuda_calibrate");
 
-// Moves `total` bytes in calls of `chunk` bytes to `location`; returns the
-// seconds it took. The data starts on the other side.
-double TimePrefetch(char* base, size_t total, size_t chunk, cudaMemLocation location,
-                    cudaStream_t stream) {
-  cudaStreamSynchronize(stream);
-  const auto start = Clock::now();
-  for (size_t offset = 0; offset + chunk <= total; offset += chunk) {
-    cudaMemPrefetchAsync(base + offset, chunk, location, 0, stream);
-  }
-  cudaStreamSynchronize(stream);
-  return Seconds(start);
-}
-
 using umlab::cuda::DeviceRange;
-using umlab::cuda::KernelCounters;
 using umlab::cuda::KernelProgress;
+using umlab::cuda::Replay;
+using umlab::cuda::TimePrefetch;
 
-// Runs one replay kernel per entry of `accesses` (its access count), back to
-// back with no compute, splitting `ranges` evenly among them, and returns
-// their progress stamps.
 // Says why a step failed, in one line; whether it did.
 bool Failed(const absl::Status& status) {
   if (status.ok()) return false;
   std::fprintf(stderr, "umlab_cuda_calibrate: %s\n", std::string(status.message()).c_str());
   return true;
-}
-
-std::vector<KernelProgress> Replay(const std::vector<DeviceRange>& ranges,
-                                   const std::vector<uint64_t>& accesses, unsigned workers,
-                                   unsigned warps_per_block, cudaStream_t stream) {
-  const size_t kernels = accesses.size();
-  DeviceRange* device_ranges = nullptr;
-  KernelCounters* counters = nullptr;
-  KernelProgress* progress = nullptr;
-  cudaMalloc(reinterpret_cast<void**>(&device_ranges),
-             std::max<size_t>(1, ranges.size()) * sizeof(DeviceRange));
-  cudaMemcpy(device_ranges, ranges.data(), ranges.size() * sizeof(DeviceRange),
-             cudaMemcpyHostToDevice);
-  cudaMalloc(reinterpret_cast<void**>(&counters), kernels * sizeof(KernelCounters));
-  cudaMemset(counters, 0, kernels * sizeof(KernelCounters));
-  cudaHostAlloc(reinterpret_cast<void**>(&progress), kernels * sizeof(KernelProgress),
-                cudaHostAllocMapped);
-  std::memset(progress, 0, kernels * sizeof(KernelProgress));
-  cudaDeviceSynchronize();
-  size_t first_range = 0;
-  for (size_t k = 0; k < kernels; ++k) {
-    umlab::cuda::ReplayKernelArgs args;
-    args.ranges = device_ranges + first_range;
-    args.range_count = accesses[k] == 0 ? 0 : ranges.size() / kernels;
-    args.accesses = accesses[k];
-    args.workers = workers;
-    args.counters = counters + k;
-    args.progress = progress + k;
-    umlab::cuda::LaunchReplayKernel(args, warps_per_block, stream);
-    first_range += args.range_count;
-  }
-  cudaStreamSynchronize(stream);
-  std::vector<KernelProgress> stamps(progress, progress + kernels);
-  cudaFreeHost(progress);
-  cudaFree(counters);
-  cudaFree(device_ranges);
-  return stamps;
 }
 
 }  // namespace

@@ -64,6 +64,19 @@ struct LinkConfig {
   // run of 8-24 KB took 2.5-3.7 us, so the path moves 5.4-5.7 GB/s where a
   // 2 MiB call's copy moves 48 (docs/devices.md).
   double fault_h2d_bytes_per_second = 0;
+  // The driver's own work for each block its fault path copies into the
+  // device, beyond the copy: paid whether or not the block needed an
+  // eviction (LinkConfig::eviction_overhead_ns is paid by those that did).
+  Nanos fault_block_overhead_ns = 0;
+
+  // Whether a policy's prefetch calls to the device (`policy_from=user`)
+  // move beside the driver's fault path, on a lane of their own, rather
+  // than one thing at a time with it. On the H200 a queue of 2 MiB
+  // prefetches to the GPU cost a kernel paging in at the same time nothing
+  // and took 1.1-1.3x as long as alone, while a queue of prefetches to the
+  // host (pre-evictions) took as long as both one after the other
+  // (umlab_call_overlap_probe, docs/devices.md).
+  bool prefetch_calls_beside_faults = false;
 
   double fault_h2d_rate() const {
     return fault_h2d_bytes_per_second > 0 ? fault_h2d_bytes_per_second : h2d_bytes_per_second;

@@ -184,10 +184,16 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
       {"fault_gbps", ParamType::kDouble, Number(c.link.fault_h2d_bytes_per_second / 1e9),
        "how fast the driver's fault path copies to the device (sim), GB/s (0: h2d_gbps)",
        kRateOrZero},
+      {"fault_block_us", ParamType::kDouble, Number(c.link.fault_block_overhead_ns / 1e3),
+       "the driver's own cost per block its fault path copies in, beyond the copy, us",
+       kMicros},
       {"link_latency_us", ParamType::kDouble, Number(c.link.latency_ns / 1e3),
        "fixed cost of one transfer, us", kMicros},
       {"duplex", ParamType::kBool, c.link.full_duplex ? "true" : "false",
        "both link directions move at once (false: one transfer at a time, as the UVM driver)"},
+      {"call_lane", ParamType::kBool, c.link.prefetch_calls_beside_faults ? "true" : "false",
+       "a policy's prefetch calls to the device move beside the driver's fault path, on a lane "
+       "of their own (sim, policy_from=user; false: one thing at a time with it)"},
       {"evict_us", ParamType::kDouble, Number(c.link.eviction_overhead_ns / 1e3),
        "the driver's own cost per eviction before its copy, us", kMicros},
       {"populate_us", ParamType::kDouble, Number(c.link.populate_overhead_ns / 1e3),
@@ -277,9 +283,11 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.link.d2h_bytes_per_second = params->Double("d2h_gbps") * 1e9;
   c.link.fault_h2d_bytes_per_second = params->Double("fault_gbps") * 1e9;
   c.link.latency_ns = std::llround(params->Double("link_latency_us") * 1e3);
+  c.link.fault_block_overhead_ns = std::llround(params->Double("fault_block_us") * 1e3);
   c.link.eviction_overhead_ns = std::llround(params->Double("evict_us") * 1e3);
   c.link.populate_overhead_ns = std::llround(params->Double("populate_us") * 1e3);
   c.link.full_duplex = params->Bool("duplex");
+  c.link.prefetch_calls_beside_faults = params->Bool("call_lane");
   c.fault_latency_ns = std::llround(params->Double("fault_latency_us") * 1e3);
   c.fault_batch_size = static_cast<int>(params->Int("batch"));
   c.fault_buffer_entries = static_cast<int>(params->Int("fault_buffer"));

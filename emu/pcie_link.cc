@@ -10,6 +10,8 @@ PcieLink::PcieLink(const LinkConfig& config) : config_(config) {}
 Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room,
                          bool via_storage, bool storage_busy, bool fault_path) const {
   const bool to_device = direction == LinkDirection::kHostToDevice;
+  // The fault path zero-filling: no copy, so no transfer set-up either.
+  if (to_device && fault_path && bytes == 0) return config_.fault_block_overhead_ns;
   const double link = !to_device ? config_.d2h_bytes_per_second
                       : fault_path ? config_.fault_h2d_rate()
                                    : config_.h2d_bytes_per_second;
@@ -25,7 +27,9 @@ Nanos PcieLink::Duration(LinkDirection direction, uint64_t bytes, bool evicts_fo
     // What the drive leaves of the link, and never less than a tenth of it.
     bandwidth = std::max(link - drive, link / 10);
   }
-  const Nanos overhead = !to_device && evicts_for_room ? config_.eviction_overhead_ns : 0;
+  const Nanos overhead = !to_device && evicts_for_room ? config_.eviction_overhead_ns
+                         : to_device && fault_path     ? config_.fault_block_overhead_ns
+                                                       : 0;
   return latency + overhead +
          static_cast<Nanos>(std::llround(static_cast<double>(bytes) * 1e9 / bandwidth));
 }
@@ -49,6 +53,19 @@ int PcieLink::LaneOf(LinkDirection direction, bool via_storage) const {
   return via_storage && has_storage() ? 2 + d : d;
 }
 
+bool PcieLink::FaultPathWorksWithoutBytes(LinkDirection direction, bool fault_path) const {
+  return direction == LinkDirection::kHostToDevice && fault_path &&
+         config_.fault_block_overhead_ns > 0;
+}
+
+int PcieLink::LaneOf(const LinkTransfer& transfer) const {
+  const bool via_storage = transfer.storage_bytes > 0;
+  if (transfer.prefetch_call && config_.prefetch_calls_beside_faults && !via_storage) {
+    return kPrefetchCallLane;
+  }
+  return LaneOf(transfer.direction, via_storage);
+}
+
 int PcieLink::StorageLaneBeside(int lane) const {
   return config_.full_duplex && has_storage() && lane < 2 ? 2 + lane : -1;
 }
@@ -63,11 +80,13 @@ void PcieLink::Submit(const LinkTransfer& transfer, Nanos now) {
 }
 
 void PcieLink::Enqueue(const LinkTransfer& transfer, Nanos now) {
-  if (transfer.bytes == 0 && !transfer.populates) {
+  if (transfer.bytes == 0 && !transfer.populates &&
+      !(transfer.fault_zero_fill &&
+        FaultPathWorksWithoutBytes(transfer.direction, transfer.fault_path))) {
     instant_.emplace_back(std::max(now, transfer.ready_ns), transfer.id);
     return;
   }
-  const int lane = LaneOf(transfer.direction, transfer.storage_bytes > 0);
+  const int lane = LaneOf(transfer);
   LinkTransfer queued = transfer;
   queued.ready_ns = std::max(now, transfer.ready_ns);
   lanes_[lane].waiting[static_cast<int>(transfer.priority)].push_back(queued);

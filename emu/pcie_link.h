@@ -56,8 +56,15 @@ struct LinkTransfer {
   // H200 it took no longer than its copy (docs/devices.md).
   bool evicts_for_room = true;
   // Host to device: the driver's fault path bringing pages a fault needs
-  // (and what its prefetcher adds), at LinkConfig::fault_h2d_rate().
+  // (and what its prefetcher adds), at LinkConfig::fault_h2d_rate(), each
+  // paying LinkConfig::fault_block_overhead_ns.
   bool fault_path = false;
+  // With fault_path: pages it zero-fills, with no bytes to copy. It still
+  // takes its turn on the lane and pays the fault path's overhead.
+  bool fault_zero_fill = false;
+  // Host to device: a policy's prefetch call (`policy_from=user`), which
+  // moves on a lane of its own with LinkConfig::prefetch_calls_beside_faults.
+  bool prefetch_call = false;
   // Host to device: a policy's call that populates pages with no data (a
   // zero-fill), which pays LinkConfig::populate_overhead_ns even when it
   // copies nothing.
@@ -85,6 +92,11 @@ class PcieLink {
   Nanos Duration(LinkDirection direction, uint64_t bytes, bool evicts_for_room = true,
                  bool via_storage = false, bool storage_busy = false,
                  bool fault_path = false) const;
+  // Whether the fault path takes time for a migration with no bytes (a
+  // zero-fill): only where it has an overhead of its own
+  // (LinkConfig::fault_block_overhead_ns), which is then all it costs.
+  // Without one, such a migration is done at once and holds no lane.
+  bool FaultPathWorksWithoutBytes(LinkDirection direction, bool fault_path) const;
   // A program's copy (LinkTransfer::dma): latency + bytes at the copy rate.
   Nanos DmaDuration(LinkDirection direction, uint64_t bytes) const;
 
@@ -92,11 +104,14 @@ class PcieLink {
   Nanos RemoteDuration(LinkDirection direction, uint64_t bytes) const;
 
   // Lanes: host-to-device, device-to-host, then the same two for storage
-  // (with a storage tier); half duplex: everything in lane 0. The uffd
-  // throttle books the same lanes.
-  static constexpr int kLanes = 4;
+  // (with a storage tier); half duplex: everything in lane 0. The last is a
+  // policy's prefetch calls' with LinkConfig::prefetch_calls_beside_faults.
+  // The uffd throttle books the same lanes.
+  static constexpr int kLanes = 5;
+  static constexpr int kPrefetchCallLane = 4;
   bool has_storage() const { return config_.storage.present; }
   int LaneOf(LinkDirection direction, bool via_storage) const;
+  int LaneOf(const LinkTransfer& transfer) const;
   // The storage lane that shares the link with host lane `lane` (full duplex
   // only), or -1.
   int StorageLaneBeside(int lane) const;

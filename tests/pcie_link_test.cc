@@ -102,6 +102,57 @@ TEST(PcieLinkTest, TheDriversFaultPathCopiesAtItsOwnRate) {
   EXPECT_EQ(done.at(3), 1000 + 2097152);
 }
 
+TEST(PcieLinkTest, TheFaultPathPaysItsOverheadPerMigrationZeroFillsIncluded) {
+  LinkConfig config{1e9, 1e9, 1000};
+  config.fault_block_overhead_ns = 100000;
+  PcieLink link(config);
+  LinkTransfer copy = Make(1, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB);
+  copy.fault_path = true;
+  link.Submit(copy, 0);
+  // A zero-fill: no copy and no transfer set-up, only the overhead, in its
+  // turn on the lane.
+  LinkTransfer zero_fill =
+      Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, 0);
+  zero_fill.fault_path = true;
+  zero_fill.fault_zero_fill = true;
+  link.Submit(zero_fill, 0);
+  // A policy's call is not the fault path: no overhead.
+  link.Submit(Make(3, LinkDirection::kHostToDevice, TransferKind::kPrefetch, k2MiB), 0);
+  const std::map<TransferId, Nanos> done = Drain(link);
+  EXPECT_EQ(done.at(1), 1000 + 2097152 + 100000);
+  EXPECT_EQ(done.at(2), 1000 + 2097152 + 100000 + 100000);
+  EXPECT_EQ(done.at(3), 1000 + 2097152 + 100000 + 100000 + 1000 + 2097152);
+  // Without an overhead a zero-fill is done at once and holds no lane, as
+  // every transfer with nothing to move.
+  PcieLink free_fills(LinkConfig{1e9, 1e9, 1000});
+  free_fills.Submit(zero_fill, 0);
+  EXPECT_EQ(Drain(free_fills).at(2), 0);
+}
+
+TEST(PcieLinkTest, APolicysPrefetchCallsMoveBesideTheFaultPathWhenConfigured) {
+  for (const bool beside : {false, true}) {
+    LinkConfig config{1e9, 1e9, 1000, 0, /*full_duplex=*/false};
+    config.prefetch_calls_beside_faults = beside;
+    PcieLink link(config);
+    LinkTransfer fault =
+        Make(1, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB);
+    fault.fault_path = true;
+    link.Submit(fault, 0);
+    // As the sim submits them from user space: one order, no priorities.
+    LinkTransfer call =
+        Make(2, LinkDirection::kHostToDevice, TransferKind::kFaultMigration, k2MiB);
+    call.prefetch_call = true;
+    link.Submit(call, 0);
+    // A pre-eviction stays on the fault path's lane either way.
+    link.Submit(Make(3, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration, k2MiB), 0);
+    const std::map<TransferId, Nanos> done = Drain(link);
+    const Nanos one = 1000 + 2097152;
+    EXPECT_EQ(done.at(1), one);
+    EXPECT_EQ(done.at(2), beside ? one : 2 * one) << beside;
+    EXPECT_EQ(done.at(3), beside ? 2 * one : 3 * one) << beside;
+  }
+}
+
 TEST(PcieLinkTest, APopulatingCallOccupiesItsLaneThoughItCopiesNothing) {
   LinkConfig config{1e9, 1e9, 1000};
   config.populate_overhead_ns = 24500;

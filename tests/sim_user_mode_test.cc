@@ -96,6 +96,75 @@ TEST(SimUserModeTest, TheDriversFaultPathCopiesAtItsOwnRateInBothModes) {
   }
 }
 
+TEST(SimUserModeTest, TheDriversFaultPathPaysItsOverheadForEveryMigrationInBothModes) {
+  // Two kernels that only zero-fill, one block each (the second evicts the
+  // first, whose written pages are copied out, not in): every migration of
+  // the fault path pays the overhead though none copies a byte.
+  ProgramBuilder p;
+  p.Alloc(0, 2);
+  p.Kernel(1, 1000, {0}, true);
+  p.Kernel(2, 1000, {1}, true);
+  DeviceConfig costly_faults = TestDevice();
+  costly_faults.link.fault_block_overhead_ns = 100000;
+  for (const SimOptions& options : {SimOptions{}, kUserMode}) {
+    DemandPolicy free_policy, costly_policy;
+    const SimRun free = RunOnSim(p, 1, free_policy, TestDevice(), ReplayPolicy::kBatch, options);
+    const SimRun costly =
+        RunOnSim(p, 1, costly_policy, costly_faults, ReplayPolicy::kBatch, options);
+    ASSERT_TRUE(free.status.ok()) << free.status;
+    ASSERT_TRUE(costly.status.ok()) << costly.status;
+    EXPECT_EQ(costly.stats.h2d_bytes, 0u);
+    EXPECT_EQ(costly.stats.fault_batches, free.stats.fault_batches);
+    const Nanos extra = costly.stats.time_ns - free.stats.time_ns;
+    // Each migration on the critical path, so whole overheads only.
+    EXPECT_EQ(extra % 100000, 0) << "policy_from_user " << options.policy_from_user;
+    if (options.policy_from_user) {
+      // The driver's own fault service migrates at least once a batch.
+      EXPECT_GE(extra, static_cast<Nanos>(free.stats.fault_batches) * 100000);
+    } else {
+      // One block a kernel: one migration a batch.
+      EXPECT_EQ(extra, static_cast<Nanos>(free.stats.fault_batches) * 100000);
+    }
+  }
+}
+
+// When kernel 3 begins, prefetches block 1, which kernel 4 reads; kernel 3
+// faults block 0 in meanwhile.
+class PrefetchTheNextBlock final : public Policy {
+ public:
+  void OnKernelBegin(uint32_t exec_id) override {
+    if (exec_id == 3) {
+      context().Prefetch(BlockOfAddress(ProgramBuilder::BlockAddress(1)), FullPageMask(),
+                         exec_id);
+    }
+  }
+};
+
+TEST(SimUserModeTest, APolicysPrefetchMovesBesideTheFaultPathWhenTheDeviceSaysSo) {
+  // Blocks 0 and 1 are written, then written back for blocks 2 and 3.
+  ProgramBuilder p;
+  p.Alloc(0, 4);
+  p.Kernel(1, 1000, {0, 1}, true);
+  p.Kernel(2, 1000, {2, 3}, true);
+  p.Kernel(3, 1000, {0});
+  p.Kernel(4, 1000, {1});
+  DeviceConfig beside = TestDevice();
+  beside.link.full_duplex = false;
+  DeviceConfig one_lane = beside;
+  beside.link.prefetch_calls_beside_faults = true;
+  PrefetchTheNextBlock serial_policy, beside_policy;
+  const SimRun serial = RunOnSim(p, 2, serial_policy, one_lane, ReplayPolicy::kBatch, kUserMode);
+  const SimRun overlapped =
+      RunOnSim(p, 2, beside_policy, beside, ReplayPolicy::kBatch, kUserMode);
+  ASSERT_TRUE(serial.status.ok()) << serial.status;
+  ASSERT_TRUE(overlapped.status.ok()) << overlapped.status;
+  EXPECT_EQ(overlapped.stats.h2d_bytes, serial.stats.h2d_bytes);
+  EXPECT_EQ(serial.stats.h2d_bytes, 2 * kBlockSize);  // blocks 0 and 1, once each
+  // Kernel 3's faults no longer wait behind the 2 MiB prefetch (without
+  // the prefetch the two runs would take the same time).
+  EXPECT_LT(overlapped.stats.time_ns, serial.stats.time_ns);
+}
+
 // When kernel 2 begins, prefetches block 3 (the driver makes room by
 // evicting block 0, the oldest arrival); when kernel 4 begins, while that
 // prefetch still runs, pre-evicts block 0, whose first half the allocator

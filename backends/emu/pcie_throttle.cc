@@ -56,8 +56,12 @@ Nanos PcieThrottle::Modelled(Nanos wall) const {
 }
 
 Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now,
-                            bool via_storage) {
-  if (!enabled_ || bytes == 0) return now;
+                            bool via_storage, bool fault_path) {
+  // A fault migration that only zero-fills still costs the fault path its
+  // overhead, as on the sim (LinkTransfer::fault_zero_fill).
+  if (!enabled_ || (bytes == 0 && !link_.FaultPathWorksWithoutBytes(direction, fault_path))) {
+    return now;
+  }
   // Half duplex (LinkConfig::full_duplex false): everything books lane 0.
   const int lane = link_.LaneOf(direction, via_storage);
   const int beside = link_.StorageLaneBeside(lane);
@@ -66,7 +70,8 @@ Nanos PcieThrottle::Reserve(LinkDirection direction, uint64_t bytes, Nanos now,
   Nanos& busy = busy_until_[lane];
   const Nanos start = std::max(busy, now);
   const bool storage_busy = beside >= 0 && busy_until_[beside] > start;
-  busy = start + Dilate(link_.Duration(direction, bytes, true, via_storage, storage_busy));
+  busy = start + Dilate(link_.Duration(direction, bytes, true, via_storage, storage_busy,
+                                       fault_path));
   return busy;
 }
 

@@ -45,8 +45,12 @@ class PcieThrottle {
   // bytes does not occupy the link (as in PcieLink) and completes at `now`.
   // `via_storage`: to or from the storage tier, on that direction's storage
   // lane, and a host booking that starts while it runs gets what the drive
-  // leaves of the link, as PcieLink models it.
-  Nanos Reserve(LinkDirection direction, uint64_t bytes, Nanos now, bool via_storage = false);
+  // leaves of the link, as PcieLink models it. `fault_path`: the engine's
+  // fault migration (host to device), which copies at the fault path's rate
+  // and pays its overhead per migration, also with no bytes (a zero-fill),
+  // as the sim's LinkTransfer::fault_path and fault_zero_fill.
+  Nanos Reserve(LinkDirection direction, uint64_t bytes, Nanos now, bool via_storage = false,
+                bool fault_path = false);
   // Books an SM's own loads (host to device) or stores (device to host)
   // through a remote mapping: `bytes` on the `direction` lane, beside the
   // migrations, at the link's remote rate (PcieLink::RemoteDuration, as the

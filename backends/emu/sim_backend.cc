@@ -1093,6 +1093,8 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
   TransferId after = transfer.after;
   uint64_t bytes = transfer.copy_bytes();
   bool populates = false;
+  // Pages to bring with no data to copy (a zero-fill) and nothing else.
+  bool zero_fills = !eviction && bytes == 0 && (transfer.pages & ~transfer.copy).any();
   if (eviction) {
     PageMask caught;
     if (options_.policy_from_user) {
@@ -1139,6 +1141,7 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
                 ? MaskBytes(transfer.copy & moving)
                 : MaskBytes(moving & ~invalid);
     populates = transfer.kind == TransferKind::kPrefetch && (moving & invalid).any();
+    zero_fills = bytes == 0 && moving.any();
     moved_h2d_bytes_ += bytes;
     moving_[transfer.id] = moving;
     if (moving.none()) {
@@ -1193,6 +1196,12 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
   // User mode: a policy's call that brings pages with no data has the
   // driver populate them, which costs it even with nothing to copy.
   on_link.populates = populates;
+  // The driver's fault path works for a block it zero-fills too.
+  on_link.fault_zero_fill = on_link.fault_path && zero_fills;
+  // User mode: a policy's prefetch call (not the driver's own prefetcher),
+  // which the driver may serve beside its fault path.
+  on_link.prefetch_call = options_.policy_from_user && !eviction && !on_link.fault_path &&
+                          transfer.kind == TransferKind::kPrefetch;
   on_link.storage_bytes = std::min(bytes, transfer.storage_bytes());
   link_.Submit(on_link, clock_.now());
   return bytes;

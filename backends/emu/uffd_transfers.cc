@@ -104,9 +104,10 @@ void UffdTransfers::WorkerLoop(int lane) {
     // Booked from when it was ready, not from when this worker got to it:
     // the worker's own delays (mapping the previous transfer, waking late)
     // must not stretch the modelled link.
-    const Nanos end = throttle_.Reserve(direction, next.transfer.copy_bytes(),
-                                        std::min(next.ready_at, MonotonicNanos()),
-                                        /*via_storage=*/lane >= 2);
+    const Nanos end = throttle_.Reserve(
+        direction, next.transfer.copy_bytes(), std::min(next.ready_at, MonotonicNanos()),
+        /*via_storage=*/lane >= 2,
+        /*fault_path=*/next.transfer.kind == TransferKind::kFaultMigration);
     hooks_.Copy(next.transfer);
     SleepUntilNanos(end);
     hooks_.Land(next.transfer);

@@ -79,15 +79,18 @@ UMLAB_REGISTER_DEVICE(
          // block per transfer, so the link is fitted to per-block calls, not
          // bulk ones: a 2 MiB prefetch took 151 us to the GPU and 181 us back,
          // which with 10 us per transfer gives 14.9 and 12.3 GB/s.
-         // An eviction the driver makes in its own fault path costs 275 us
-         // beyond its copy, and the driver moves one thing at a time (its
-         // fault and prefetch paths hold the address space's lock for a
-         // whole migration; CUPTI's records overlap under 1%): both fitted
-         // to the fidelity matrix (docs/fidelity.md), where demand paging
-         // under a balloon took ~0.6 ms per block, with the sim's
-         // `policy_from=user` writing back every page as the driver does
-         // (275: demand's rows over seven H200 passes with the driver's tree
-         // prefetcher modelled, 2026-11-27; 250 without it).
+         // The driver's fault path costs 115 us per migration it makes
+         // beyond the copy, zero-fills included, and its evictions cost no
+         // more than their copies; it moves one thing at a time (its fault
+         // and prefetch paths hold the address space's lock for a whole
+         // migration; CUPTI's records overlap under 1%). With CUPTI on, as
+         // the cuda backend runs, paging in with room free took 520 to 690
+         // us a block, and paging in discarded blocks (nothing to copy) 250
+         // to 390 (umlab_call_overlap_probe, 2026-11-27): the cost
+         // is the fault path's, not the eviction's. 115 is fitted to
+         // demand's rows over seven H200 passes (docs/devices.md); it
+         // replaced an `evict_us` of 275 fitted the same way, which charged
+         // that cost only where a block was evicted for it.
          // A policy's call that populates (no data to copy) took 34.5 us per
          // 2 MiB with room free: 10 us of transfer set-up and 24.5 us of the
          // driver's zero-fill and mapping (umlab_cuda_calibrate's
@@ -96,10 +99,12 @@ UMLAB_REGISTER_DEVICE(
          // (umlab_remote_probe on an H200, 2026-11-26): whole-GPU streams
          // read at 51.3 GB/s and write at 52.6, and one dependent access
          // took 1,194 ns against 151 in HBM, so 1.04 us beyond it.
-         .link = {14.9e9, 12.3e9, 10000, 275000, /*full_duplex=*/false,
+         .link = {14.9e9, 12.3e9, 10000, /*eviction_overhead_ns=*/0, /*full_duplex=*/false,
                   /*populate_overhead_ns=*/24500, /*storage=*/{},
                   /*remote_read_bytes_per_second=*/51.3e9,
-                  /*remote_write_bytes_per_second=*/52.6e9, /*remote_latency_ns=*/1040},
+                  /*remote_write_bytes_per_second=*/52.6e9, /*remote_latency_ns=*/1040,
+                  /*dma_h2d_bytes_per_second=*/0, /*dma_d2h_bytes_per_second=*/0,
+                  /*fault_h2d_bytes_per_second=*/0, /*fault_block_overhead_ns=*/115000},
          // NVIDIA's H200 figures. The host: PyTorch 2.11's fused CPU Adam
          // ran at 114 GB/s (0.245 ns a parameter, 28 bytes each) on the
          // 16-core Xeon of the device machine that held an H100, whose
@@ -185,7 +190,8 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        "how fast the driver's fault path copies to the device (sim), GB/s (0: h2d_gbps)",
        kRateOrZero},
       {"fault_block_us", ParamType::kDouble, Number(c.link.fault_block_overhead_ns / 1e3),
-       "the driver's own cost per block its fault path copies in, beyond the copy, us",
+       "the driver's fault path's own cost per migration, zero-fills included, beyond the "
+       "copy, us",
        kMicros},
       {"link_latency_us", ParamType::kDouble, Number(c.link.latency_ns / 1e3),
        "fixed cost of one transfer, us", kMicros},

@@ -64,9 +64,11 @@ struct LinkConfig {
   // run of 8-24 KB took 2.5-3.7 us, so the path moves 5.4-5.7 GB/s where a
   // 2 MiB call's copy moves 48 (docs/devices.md).
   double fault_h2d_bytes_per_second = 0;
-  // The driver's own work for each block its fault path copies into the
-  // device, beyond the copy: paid whether or not the block needed an
-  // eviction (LinkConfig::eviction_overhead_ns is paid by those that did).
+  // The driver's own work for each migration of its fault path (a block's
+  // pages brought for one batch), beyond the copy: paid whether or not the
+  // block needed an eviction (eviction_overhead_ns is paid by those that
+  // did), and also by a migration that only zero-fills, which then costs
+  // this alone (no copy, no transfer set-up).
   Nanos fault_block_overhead_ns = 0;
 
   // Whether a policy's prefetch calls to the device (`policy_from=user`)

@@ -27,6 +27,22 @@ TEST(PcieThrottleTest, HalfDuplexBooksOneLaneAndEvictionsPayTheOverhead) {
             2 * 2097152 + 2 * (2097152 + 1000));
 }
 
+TEST(PcieThrottleTest, FaultMigrationsPayTheFaultPathsOverheadZeroFillsIncluded) {
+  LinkConfig link{1e9, 1e9, 0};
+  link.fault_block_overhead_ns = 1000;
+  PcieThrottle throttle(link, /*dilation=*/2, /*enabled=*/true);
+  EXPECT_EQ(throttle.Reserve(LinkDirection::kHostToDevice, k2MiB, 0, false, /*fault_path=*/true),
+            2 * (2097152 + 1000));
+  // A zero-fill books the overhead alone, in its turn.
+  EXPECT_EQ(throttle.Reserve(LinkDirection::kHostToDevice, 0, 0, false, /*fault_path=*/true),
+            2 * (2097152 + 1000) + 2 * 1000);
+  // Not the fault path: no overhead, and nothing to move books nothing.
+  EXPECT_EQ(throttle.Reserve(LinkDirection::kHostToDevice, 0, 5, false, /*fault_path=*/false), 5);
+  // Without an overhead a zero-fill books nothing either.
+  PcieThrottle free_fills(LinkConfig{1e9, 1e9, 0}, 2, true);
+  EXPECT_EQ(free_fills.Reserve(LinkDirection::kHostToDevice, 0, 7, false, /*fault_path=*/true), 7);
+}
+
 TEST(PcieThrottleTest, RemoteAccessesBookTheMigrationsLanesAtTheRemoteRates) {
   // Remote reads at 4 GB/s and writes at 0.5 GB/s, where DMA runs at 1 GB/s;
   // the per-transfer latency (1 us) is not theirs to pay.

@@ -58,21 +58,15 @@ double MicrosSince(Clock::time_point start) {
 }
 
 enum class CallKind { kEvict, kEvictAbsent, kPrefetch, kDiscard };
-constexpr CallKind kKinds[] = {CallKind::kEvict, CallKind::kEvictAbsent, CallKind::kPrefetch,
-                               CallKind::kDiscard};
-const char* Name(CallKind kind) {
-  switch (kind) {
-    case CallKind::kEvict:
-      return "evict";
-    case CallKind::kEvictAbsent:
-      return "evict_absent";
-    case CallKind::kPrefetch:
-      return "prefetch";
-    case CallKind::kDiscard:
-      return "discard";
-  }
-  return "?";
-}
+// Each kind with its name in the JSON, in the order they are measured.
+struct NamedKind {
+  CallKind kind;
+  const char* name;
+};
+constexpr NamedKind kKinds[] = {{CallKind::kEvict, "evict"},
+                                {CallKind::kEvictAbsent, "evict_absent"},
+                                {CallKind::kPrefetch, "prefetch"},
+                                {CallKind::kDiscard, "discard"}};
 
 struct CallTimes {
   double issue_us = 0;  // the issuing thread held by the calls
@@ -217,7 +211,8 @@ int main(int argc, char** argv) {
       const double discarded = probe.Paging([] {}, /*called=*/true);
       std::printf("%s\n {\"faults_alone_us\":%.1f,\"faults_on_discarded_us\":%.1f",
                   repeat == 0 ? "" : ",", alone, discarded);
-      for (CallKind kind : kKinds) {
+      for (const NamedKind& named : kKinds) {
+        const CallKind kind = named.kind;
         probe.Reset(kind);
         const CallTimes calls_alone = probe.Calls(kind, pace_us);
         probe.Reset(kind);
@@ -226,7 +221,7 @@ int main(int argc, char** argv) {
             probe.Paging([&] { calls_with = probe.Calls(kind, pace_us); });
         std::printf(",\"%s\":{\"alone_us\":%.1f,\"alone_issue_us\":%.1f,\"kernel_us\":%.1f,"
                     "\"calls_us\":%.1f,\"issue_us\":%.1f}",
-                    Name(kind), calls_alone.done_us, calls_alone.issue_us, paging_with,
+                    named.name, calls_alone.done_us, calls_alone.issue_us, paging_with,
                     calls_with.done_us, calls_with.issue_us);
       }
       std::printf("}");

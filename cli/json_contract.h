@@ -20,7 +20,7 @@
 namespace umlab::cli {
 
 inline constexpr int kJsonContractMajor = 1;
-inline constexpr int kJsonContractMinor = 3;
+inline constexpr int kJsonContractMinor = 4;
 inline constexpr char kJsonContractKey[] = "contract_version";
 
 // "1.0".

@@ -109,6 +109,13 @@ struct RunStats {
   // Driver eviction records that began before one of the policy's
   // prefetches refilled the block, and were not applied (cuda).
   uint64_t stale_eviction_records = 0;
+  // Of h2d_bytes and d2h_bytes, what the policy's own calls from user space
+  // moved (cuda: CUPTI's records of cause user; sim:policy_from=user: the
+  // run's engine's calls), the rest being the driver's fault path and its
+  // own evictions. They show whether a policy's pre-evictions and
+  // prefetches did the moving or found the driver had done it first.
+  uint64_t call_h2d_bytes = 0;
+  uint64_t call_d2h_bytes = 0;
   // The driver's own heuristics (cuda): regions it found thrashing, and the
   // time it held faults back on them (summed over its throttling records).
   uint64_t thrashing_detections = 0;

@@ -95,7 +95,7 @@ TEST(CliTest, CompareJsonIsDeterministicAndCarriesTheContract) {
         "\"time_ns\"", "\"stall_ns\"", "\"ideal_time_ns\"", "\"per_iteration\""}) {
     EXPECT_THAT(first.out, HasSubstr(key));
   }
-  EXPECT_EQ(first.out.rfind("{\"contract_version\":\"1.3\",\"runs\":[", 0), 0u);
+  EXPECT_EQ(first.out.rfind("{\"contract_version\":\"1.4\",\"runs\":[", 0), 0u);
 }
 
 TEST(CliTest, WorkloadArgsJoinTheParametersANameCarries) {

@@ -74,6 +74,28 @@ TEST_F(DriverRecordReaderTest, TheEnginesOwnEvictionsAreNotAppliedTwice) {
   EXPECT_TRUE(Resident().all());
 }
 
+TEST_F(DriverRecordReaderTest, TrafficIsSplitIntoTheEnginesCallsAndTheDriversOwn) {
+  DriverRecordReader reader(/*driver_evicts=*/true,
+                            [](uint64_t address) -> std::optional<uint64_t> { return address; });
+  using Kind = UnifiedMemoryRecord::Kind;
+  const uint64_t base = ProgramBuilder::BlockAddress(1);
+  std::vector<UnifiedMemoryRecord> records = {
+      {Kind::kBytesHostToDevice, Cause::kUser, base, kBlockSize, 1, 2},
+      {Kind::kBytesHostToDevice, Cause::kCoherence, base + kBlockSize, 8 * kPageSize, 3, 4},
+      {Kind::kBytesHostToDevice, Cause::kPrefetch, base + kBlockSize, 24 * kPageSize, 5, 6},
+      {Kind::kBytesDeviceToHost, Cause::kUser, base + 2 * kBlockSize, 4 * kPageSize, 7, 8},
+      {Kind::kBytesDeviceToHost, Cause::kEviction, base + 3 * kBlockSize, kBlockSize, 9, 10},
+  };
+  FaultBuffer faults(1024);
+  reader.Read(records, engine_, faults, 0, 0, nullptr);
+  RunStats stats;
+  reader.FillStatistics(stats);
+  EXPECT_EQ(stats.h2d_bytes, kBlockSize + 32 * kPageSize);
+  EXPECT_EQ(stats.call_h2d_bytes, kBlockSize);
+  EXPECT_EQ(stats.d2h_bytes, kBlockSize + 4 * kPageSize);
+  EXPECT_EQ(stats.call_d2h_bytes, 4 * kPageSize);
+}
+
 }  // namespace
 }  // namespace umlab::cuda
 

@@ -145,7 +145,7 @@ TEST(RegressTest, UpdateWritesTheContractVersionFirst) {
      "workload_args": ["layers=2,hidden=256,batch=64,iterations=2"]}]})");
   ASSERT_EQ(Regress(path, /*update=*/true).code, kExitOk);
   const std::string rewritten = ReadFile(path);
-  EXPECT_EQ(rewritten.rfind("{\n  \"contract_version\": \"1.3\",\n  \"tolerance\"", 0), 0u)
+  EXPECT_EQ(rewritten.rfind("{\n  \"contract_version\": \"1.4\",\n  \"tolerance\"", 0), 0u)
       << rewritten;
   EXPECT_EQ(Regress(path).code, kExitOk);
 }

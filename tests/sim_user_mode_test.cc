@@ -210,6 +210,11 @@ TEST(SimUserModeTest, ADiscardReachesTheCopyTheDriverWroteBack) {
   // The driver wrote block 0 back, whole, to make room for the prefetch,
   // before the pre-eviction's turn came: the call moved nothing either way.
   EXPECT_EQ(dropped.stats.d2h_bytes, kept.stats.d2h_bytes);
+  EXPECT_EQ(dropped.stats.call_d2h_bytes, 0u);
+  EXPECT_EQ(kept.stats.call_d2h_bytes, 0u);
+  // The prefetch copied block 3 in; block 0 came back through the fault path.
+  EXPECT_EQ(dropped.stats.call_h2d_bytes, kBlock);
+  EXPECT_EQ(kept.stats.call_h2d_bytes, kBlock);
   EXPECT_EQ(dropped.stats.invalidated_bytes, kBlock / 2);
   // The discard of its garbage half reached the host's copy: that half is
   // populated when block 0 comes back, not copied.
@@ -265,6 +270,35 @@ TEST(SimUserModeTest, CallsGoOneAtATimeAndAFaultOvertakesAQueuedPrefetch) {
   // queued, and block 4's would have found it there and moved nothing.
   EXPECT_EQ(run.stats.prefetch_bytes, 4 * kBlock);
   EXPECT_EQ(run.stats.h2d_bytes, 3 * kBlock);
+  EXPECT_EQ(run.stats.call_h2d_bytes, 2 * kBlock);  // blocks 1 and 2
+}
+
+// Pre-evicts block 0 when kernel 3 begins.
+class PreEvictAtKernel3 final : public Policy {
+ public:
+  void OnKernelBegin(uint32_t exec_id) override {
+    if (exec_id == 3) context().PreEvict(BlockOfAddress(ProgramBuilder::BlockAddress(0)));
+  }
+};
+
+TEST(SimUserModeTest, APreEvictionThatFindsItsBlockMovesItAsTheCallsOwn) {
+  ProgramBuilder p;
+  p.Alloc(0, 3);
+  p.Kernel(1, 1000, {0}, true);
+  // Long enough for CUPTI's records to tell the engine block 0 is there.
+  p.Kernel(9, 30'000'000, {1});
+  p.Kernel(3, 1000, {1});
+  p.Kernel(4, 30'000'000, {1});
+  p.Kernel(5, 1000, {2}, true);  // room without the driver evicting
+  const SimOptions options{.policy_from_user = true, .cupti = Unbuffered(16'000'000)};
+  PreEvictAtKernel3 policy;
+  const SimRun run = RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, options);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.stats.pre_evictions, 1u);
+  EXPECT_EQ(run.stats.device_evictions, 0u);
+  EXPECT_EQ(run.stats.d2h_bytes, kBlock);
+  EXPECT_EQ(run.stats.call_d2h_bytes, kBlock);
+  EXPECT_EQ(run.stats.call_h2d_bytes, 0u);  // every arrival was the fault path's
 }
 
 // Remembers when the engine heard of each fault batch.

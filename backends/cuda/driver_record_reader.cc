@@ -119,6 +119,7 @@ uint64_t DriverRecordReader::Read(
         continue;
       case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
         bin.h2d += record.value;
+        if (record.cause == UnifiedMemoryRecord::Cause::kUser) call_h2d_ += record.value;
         // The driver brought these in by itself (for a fault, or by its
         // prefetcher around one). A fault record names one address of its
         // group, so a group that spans blocks is seen only here; the
@@ -133,6 +134,7 @@ uint64_t DriverRecordReader::Read(
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
         bin.d2h += record.value;
+        if (record.cause == UnifiedMemoryRecord::Cause::kUser) call_d2h_ += record.value;
         const char* outcome = "";
         if (address.has_value() && record.value > 0 &&
             record.cause == UnifiedMemoryRecord::Cause::kCoherence) {
@@ -188,6 +190,8 @@ void DriverRecordReader::FillStatistics(RunStats& stats) const {
   stats.thrashing_detections = thrashing_detections_;
   stats.throttled_ns = static_cast<Nanos>(throttled_ns_);
   stats.stale_eviction_records = stale_evictions_;
+  stats.call_h2d_bytes = call_h2d_;
+  stats.call_d2h_bytes = call_d2h_;
   uint64_t faults = 0, h2d = 0, d2h = 0;
   for (const Bin& bin : bins_) {
     faults += bin.faults;

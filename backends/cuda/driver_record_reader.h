@@ -89,6 +89,9 @@ class DriverRecordReader {
   uint64_t thrashing_detections_ = 0;
   uint64_t throttled_ns_ = 0;
   uint64_t stale_evictions_ = 0;
+  // Bytes the engine's own calls moved (records of cause user).
+  uint64_t call_h2d_ = 0;
+  uint64_t call_d2h_ = 0;
 };
 
 }  // namespace umlab::cuda

@@ -177,6 +177,8 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
     // prefetch_bytes.
     stats.h2d_bytes = moved_h2d_bytes_;
     stats.stale_eviction_records = stale_eviction_records_;
+    stats.call_h2d_bytes = call_h2d_bytes_;
+    stats.call_d2h_bytes = call_d2h_bytes_;
     stats.d2h_bytes = moved_d2h_bytes_;
     stats.faults = raised_faults_;
     const DeviceCounts end{moved_h2d_bytes_, moved_d2h_bytes_, raised_faults_};
@@ -1108,6 +1110,7 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
       caught = CatchLanding(transfer.block, transfer.pages);
       bytes = MaskBytes(transfer.copy & held) + MaskBytes(caught & ~dropped);
       moved_d2h_bytes_ += bytes;
+      call_d2h_bytes_ += bytes;
       driver_->OnDevicePagesEvicted(transfer.block, held & transfer.copy);
       // A discard reaches the host's copy too: garbage the driver has
       // written back since the policy decided is not copied in again
@@ -1142,7 +1145,10 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
                 : MaskBytes(moving & ~invalid);
     populates = transfer.kind == TransferKind::kPrefetch && (moving & invalid).any();
     zero_fills = bytes == 0 && moving.any();
+    // The driver's own migrations pass here too; the rest are the calls.
+    const bool call = !driver_migrations_.contains(transfer.id);
     moved_h2d_bytes_ += bytes;
+    if (call) call_h2d_bytes_ += bytes;
     moving_[transfer.id] = moving;
     if (moving.none()) {
       if (auto last = last_landing_.find(transfer.block); last != last_landing_.end()) {
@@ -1163,6 +1169,7 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
           // Every block on the device has a transfer pending: wait for one.
           ForgetLanding(transfer.block, moving);
           moved_h2d_bytes_ -= bytes;
+          if (call) call_h2d_bytes_ -= bytes;
           moving_.erase(transfer.id);
           waiting_for_room_.push_back(transfer);
           return 0;

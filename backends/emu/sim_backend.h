@@ -496,6 +496,9 @@ class SimBackend final : public Backend {
   // What the device moved, as CUPTI counts it: the run's traffic in user mode.
   uint64_t moved_h2d_bytes_ = 0;
   uint64_t moved_d2h_bytes_ = 0;
+  // Of those, what the run's engine's calls moved.
+  uint64_t call_h2d_bytes_ = 0;
+  uint64_t call_d2h_bytes_ = 0;
   uint64_t raised_faults_ = 0;
   // Those counts at each iteration's start, for the per-iteration figures.
   struct DeviceCounts {

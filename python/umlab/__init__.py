@@ -34,7 +34,7 @@ __all__ = [
     "policies", "read_trace", "record", "replay", "run", "workloads",
 ]
 
-# The JSON contract version this module reads and its runs carry ("1.3").
+# The JSON contract version this module reads and its runs carry ("1.4").
 CONTRACT_VERSION = _umlab.CONTRACT_VERSION
 TRACE_VERSION = _umlab.TRACE_VERSION  # the .umt format written (docs/trace-format.md)
 # {kind byte: name} for the `kind` field of read_trace()'s events, e.g. {16: "fault"}.

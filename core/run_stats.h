@@ -116,6 +116,9 @@ struct RunStats {
   // prefetches did the moving or found the driver had done it first.
   uint64_t call_h2d_bytes = 0;
   uint64_t call_d2h_bytes = 0;
+  // cuda: a lower bound on the device-to-host bytes CUPTI did not record,
+  // not part of d2h_bytes (backends/cuda/transfer_ledger.h). 0 elsewhere.
+  uint64_t unrecorded_d2h_bytes = 0;
   // The driver's own heuristics (cuda): regions it found thrashing, and the
   // time it held faults back on them (summed over its throttling records).
   uint64_t thrashing_detections = 0;

@@ -96,6 +96,30 @@ TEST_F(DriverRecordReaderTest, TrafficIsSplitIntoTheEnginesCallsAndTheDriversOwn
   EXPECT_EQ(stats.call_d2h_bytes, 4 * kPageSize);
 }
 
+TEST_F(DriverRecordReaderTest, APageArrivingTwiceWithoutLeavingLeftUnrecorded) {
+  DriverRecordReader reader(/*driver_evicts=*/true,
+                            [](uint64_t address) -> std::optional<uint64_t> { return address; });
+  using Kind = UnifiedMemoryRecord::Kind;
+  const uint64_t first = ProgramBuilder::BlockAddress(1);
+  const uint64_t second = ProgramBuilder::BlockAddress(2);
+  FaultBuffer faults(4096);
+  auto read = [&](std::vector<UnifiedMemoryRecord> records) {
+    reader.Read(records, engine_, faults, 0, 0, nullptr);
+  };
+  // Block 1 arrives whole, then its first 16 pages arrive again with no
+  // record of leaving. Block 2 arrives, leaves and arrives again, but the
+  // record of its leaving comes in a later batch than its return.
+  read({{Kind::kBytesHostToDevice, Cause::kCoherence, first, kBlockSize, 10, 11},
+        {Kind::kBytesHostToDevice, Cause::kPrefetch, first, 16 * kPageSize, 50, 51},
+        {Kind::kBytesHostToDevice, Cause::kUser, second, kBlockSize, 20, 21},
+        {Kind::kBytesHostToDevice, Cause::kCoherence, second, kBlockSize, 40, 41}});
+  read({{Kind::kBytesDeviceToHost, Cause::kEviction, second, kBlockSize, 30, 31}});
+  RunStats stats;
+  reader.FillStatistics(stats);
+  EXPECT_EQ(stats.unrecorded_d2h_bytes, 16 * kPageSize);
+  EXPECT_EQ(stats.d2h_bytes, kBlockSize);  // what CUPTI recorded, nothing added
+}
+
 }  // namespace
 }  // namespace umlab::cuda
 

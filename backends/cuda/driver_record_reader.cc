@@ -120,6 +120,7 @@ uint64_t DriverRecordReader::Read(
       case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
         bin.h2d += record.value;
         if (record.cause == UnifiedMemoryRecord::Cause::kUser) call_h2d_ += record.value;
+        if (address.has_value()) ledger_.Note(record.start_ns, *address, record.value, true);
         // The driver brought these in by itself (for a fault, or by its
         // prefetcher around one). A fault record names one address of its
         // group, so a group that spans blocks is seen only here; the
@@ -135,6 +136,7 @@ uint64_t DriverRecordReader::Read(
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
         bin.d2h += record.value;
         if (record.cause == UnifiedMemoryRecord::Cause::kUser) call_d2h_ += record.value;
+        if (address.has_value()) ledger_.Note(record.start_ns, *address, record.value, false);
         const char* outcome = "";
         if (address.has_value() && record.value > 0 &&
             record.cause == UnifiedMemoryRecord::Cause::kCoherence) {
@@ -192,6 +194,7 @@ void DriverRecordReader::FillStatistics(RunStats& stats) const {
   stats.stale_eviction_records = stale_evictions_;
   stats.call_h2d_bytes = call_h2d_;
   stats.call_d2h_bytes = call_d2h_;
+  stats.unrecorded_d2h_bytes = ledger_.UnrecordedDepartureBytes();
   uint64_t faults = 0, h2d = 0, d2h = 0;
   for (const Bin& bin : bins_) {
     faults += bin.faults;

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "backends/cuda/csv_log.h"
 #include "backends/cuda/cupti_fault_stream.h"
+#include "backends/cuda/transfer_ledger.h"
 #include "core/engine.h"
 #include "core/run_stats.h"
 #include "emu/fault_buffer.h"
@@ -92,6 +93,8 @@ class DriverRecordReader {
   // Bytes the engine's own calls moved (records of cause user).
   uint64_t call_h2d_ = 0;
   uint64_t call_d2h_ = 0;
+  // Every transfer in the program's memory, for what CUPTI left out.
+  TransferLedger ledger_;
 };
 
 }  // namespace umlab::cuda

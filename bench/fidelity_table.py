@@ -5,7 +5,11 @@
 
 For every workload and capacity it pairs the cuda backend's runs (measured)
 with the sim's (predicted) and prints, per policy, time, h2d and d2h bytes
-and faulted blocks with the prediction's error, whether the policies rank the
+and faulted blocks with the prediction's error, what the policy's own calls
+moved each way (`call_h2d_bytes`, `call_d2h_bytes`), the d2h error again
+against the GPU's d2h plus what CUPTI left unrecorded (`unrecorded_d2h_bytes`,
+a lower bound: docs/fidelity.md, "CUPTI's missing write-backs"; "-" for
+runs written before umlab reported these), whether the policies rank the
 same way on both sides, and deepum's speedup over demand next to DeepUM's
 published 3.06x. A summary line per mode gives the median and worst time
 error. Errors are (predicted - measured) / measured.
@@ -41,6 +45,15 @@ def load(path):
 
 # The measured quantities a table row uses, taken as the median over repeats.
 MEASURED_FIELDS = ("time_ns", "h2d_bytes", "d2h_bytes", "faulted_blocks")
+# Reported where the runs have them (JSON contract 1.4 on).
+OPTIONAL_FIELDS = ("call_h2d_bytes", "call_d2h_bytes", "d2h_with_unrecorded")
+
+
+def with_derived(run):
+    """The run with d2h_with_unrecorded where it reports unrecorded_d2h_bytes."""
+    if "unrecorded_d2h_bytes" in run:
+        run = dict(run, d2h_with_unrecorded=run["d2h_bytes"] + run["unrecorded_d2h_bytes"])
+    return run
 
 
 def merge_repeats(runs_per_repeat):
@@ -48,10 +61,13 @@ def merge_repeats(runs_per_repeat):
     over the repeats; plus each policy's spread of time and d2h bytes."""
     merged, spread = {}, {}
     for policy, first in runs_per_repeat[0].items():
-        runs = [repeat[policy] for repeat in runs_per_repeat if policy in repeat]
+        runs = [with_derived(repeat[policy]) for repeat in runs_per_repeat if policy in repeat]
         merged[policy] = dict(first)
         for field in MEASURED_FIELDS:
             merged[policy][field] = statistics.median(run[field] for run in runs)
+        for field in OPTIONAL_FIELDS:
+            values = [run[field] for run in runs if field in run]
+            merged[policy][field] = statistics.median(values) if values else None
 
         def relative_range(field):
             values = [run[field] for run in runs]
@@ -65,6 +81,16 @@ def error(predicted, measured):
     if measured == 0:
         return float("nan") if predicted else 0.0
     return (predicted - measured) / measured
+
+
+def error_against(sim, real, field):
+    value = real.get(field)
+    return "-" if value is None else f"{error(sim['d2h_bytes'], value):+.0%}"
+
+
+def gigabytes(run, field):
+    value = run.get(field)
+    return "-" if value is None else f"{value / 1e9:.2f}"
 
 
 def ranking(runs):
@@ -120,8 +146,9 @@ def main():
         spread_header = (" GPU time spread | GPU d2h spread |" if args.repeat else "")
         measured_label = f"measured ms (median of {repeats})" if args.repeat else "measured ms"
         print(f"| workload | capacity | policy | {measured_label} | predicted ms | time err | "
-              f"h2d err | d2h err | faulted blocks meas/pred |{spread_header}")
-        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" +
+              f"h2d err | d2h err | d2h err, unrecorded added | faulted blocks meas/pred | "
+              f"calls' h2d GB meas/pred | calls' d2h GB meas/pred |{spread_header}")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
               (" ---: | ---: |" if args.repeat else ""))
         notes = []
         same_experiments = set()
@@ -148,7 +175,10 @@ def main():
                       f"{sim['time_ns'] / 1e6:.0f} | {e:+.0%} | "
                       f"{error(sim['h2d_bytes'], real['h2d_bytes']):+.0%} | "
                       f"{error(sim['d2h_bytes'], real['d2h_bytes']):+.0%} | "
-                      f"{real['faulted_blocks']:.0f}/{sim['faulted_blocks']} |" +
+                      f"{error_against(sim, real, 'd2h_with_unrecorded')} | "
+                      f"{real['faulted_blocks']:.0f}/{sim['faulted_blocks']} | "
+                      f"{gigabytes(real, 'call_h2d_bytes')}/{gigabytes(sim, 'call_h2d_bytes')} | "
+                      f"{gigabytes(real, 'call_d2h_bytes')}/{gigabytes(sim, 'call_d2h_bytes')} |" +
                       (f" {spread[policy][0]:.0%} | {spread[policy][1]:.0%} |"
                        if args.repeat else ""))
             ranked = distinguishable(measured)

@@ -4,13 +4,14 @@ backend's memory logs (cuda:memory_log=FILE, docs/cuda.md) and prints, per
 log and per part of the run, how many frames the engine's books had free
 at the moments cudaMemGetInfo said the GPU was full.
 
-    bench/memory_log_table.py LOG.csv [LOG.csv ...]
+    bench/memory_log_table.py LOG.csv[.gz] [LOG.csv[.gz] ...]
 
 A sample counts as full when the GPU had at most FULL_MIB free (default 4:
 under a balloon the driver keeps about 3.1 MiB, docs/cuda.md). "over" is
 the engine holding more frames than the capacity.
 """
 import csv
+import gzip
 import os
 import sys
 
@@ -28,14 +29,16 @@ def bucket(free):
 
 def main(paths):
     if not paths:
-        sys.exit("usage: bench/memory_log_table.py LOG.csv [LOG.csv ...]")
+        sys.exit("usage: bench/memory_log_table.py LOG.csv[.gz] [LOG.csv[.gz] ...]")
     print("| log | part of the run | samples with the GPU full | engine's free frames, mean "
           "| over | 0 | 1 | 2-9 | 10+ |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for path in paths:
+        opener = gzip.open if path.endswith(".gz") else open
         try:
-            rows = list(csv.DictReader(open(path)))
-        except OSError as error:
+            with opener(path, "rt") as f:
+                rows = list(csv.DictReader(f))
+        except (OSError, EOFError) as error:
             sys.exit(f"memory_log_table: {error}")
         if not rows:
             print(f"| {os.path.basename(path)} | | 0 | | | | | | |")

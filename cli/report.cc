@@ -88,6 +88,8 @@ Json RunScalars(const RunResult& run) {
       {"call_h2d_bytes", s.call_h2d_bytes},
       {"call_d2h_bytes", s.call_d2h_bytes},
       {"unrecorded_d2h_bytes", s.unrecorded_d2h_bytes},
+      {"uvm_h2d_bytes", s.uvm_h2d_bytes},
+      {"uvm_d2h_bytes", s.uvm_d2h_bytes},
       {"thrashing_detections", s.thrashing_detections},
       {"throttled_ns", static_cast<uint64_t>(s.throttled_ns)},
   };

@@ -119,6 +119,11 @@ struct RunStats {
   // cuda: a lower bound on the device-to-host bytes CUPTI did not record,
   // not part of d2h_bytes (backends/cuda/transfer_ledger.h). 0 elsewhere.
   uint64_t unrecorded_d2h_bytes = 0;
+  // cuda: the UVM driver's own byte counters over the run, each way: every
+  // migration, where CUPTI's records miss some (uvm_tools_counters.h). 0
+  // elsewhere, or where the driver's tools device cannot be read.
+  uint64_t uvm_h2d_bytes = 0;
+  uint64_t uvm_d2h_bytes = 0;
   // The driver's own heuristics (cuda): regions it found thrashing, and the
   // time it held faults back on them (summed over its throttling records).
   uint64_t thrashing_detections = 0;

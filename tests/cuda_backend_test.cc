@@ -83,6 +83,9 @@ TEST_F(CudaBackendTest, TheDriverRunsOutOfMemoryUnderTheBalloon) {
   EXPECT_GT(s.faulted_blocks, 0u);
   EXPECT_GT(s.h2d_bytes, 0u);
   EXPECT_GT(s.d2h_bytes, 0u);           // evictions wrote back
+  // The driver's own counters miss nothing CUPTI's records have.
+  EXPECT_GE(s.uvm_h2d_bytes, s.h2d_bytes);
+  EXPECT_GE(s.uvm_d2h_bytes, s.d2h_bytes);
   EXPECT_GT(s.device_evictions, 0u);    // the driver evicted by itself
   EXPECT_GE(s.time_ns, s.ideal_time_ns);  // the kernels really computed
   EXPECT_EQ(s.kernels, program_->summary().kernels);

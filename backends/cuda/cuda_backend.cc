@@ -289,6 +289,17 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   records_.clear();
   cupti_->Drain(records_);  // nothing before the run counts
   cupti_start_ = CuptiFaultStream::Timestamp();
+  // A complete count of the run's traffic beside CUPTI's records, which
+  // the driver drops some of (uvm_tools_counters.h). Not having it is no
+  // reason to stop the run.
+  if (absl::StatusOr<std::unique_ptr<UvmToolsCounters>> counters = UvmToolsCounters::Open();
+      counters.ok()) {
+    uvm_counters_ = std::move(*counters);
+    uvm_at_start_ = uvm_counters_->Read();
+  } else {
+    std::fprintf(stderr, "umlab: %s; uvm_h2d_bytes and uvm_d2h_bytes stay 0\n",
+                 std::string(counters.status().message()).c_str());
+  }
   start_ = std::chrono::steady_clock::now();
   driver_records_.Start(cupti_start_);
 
@@ -317,6 +328,7 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   cudaStreamSynchronize(compute_stream_);
   if (absl::Status s = calls_.status(); !s.ok()) Fail(std::move(s));
   calls_.Stop();
+  if (uvm_counters_ != nullptr) uvm_at_end_ = uvm_counters_->Read();
   balloon_.reset();
   std::lock_guard<std::mutex> lock(error_mutex_);
   if (!error_.ok()) return error_;
@@ -681,6 +693,8 @@ void CudaBackend::FillStatistics() {
   // What the kernels lost to memory: neither compute nor launching.
   stats.stall_ns = std::max<Nanos>(0, stats.time_ns - stats.ideal_time_ns - stats.launch_ns);
   driver_records_.FillStatistics(stats);
+  stats.uvm_h2d_bytes = uvm_at_end_.to_device - uvm_at_start_.to_device;
+  stats.uvm_d2h_bytes = uvm_at_end_.from_device - uvm_at_start_.from_device;
   stats.dropped_records = cupti_->dropped();
   stats.dropped_faults = faults_.dropped();
   for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_first_kernel_.size(); ++i) {

@@ -62,6 +62,7 @@
 #include "backends/cuda/managed_segments.h"
 #include "backends/cuda/page_write_counts.h"
 #include "backends/cuda/replay_kernel.h"
+#include "backends/cuda/uvm_tools_counters.h"
 #include "backends/cuda/replay_plan.h"
 #include "backends/cuda/transfer_issuer.h"
 #include "core/access_pace.h"
@@ -199,6 +200,10 @@ class CudaBackend final : public UvmDriverBackend {
   ManagedSegments segments_;
   std::unique_ptr<GpuBalloon> balloon_;
   std::unique_ptr<CuptiFaultStream> cupti_;
+  // The driver's own byte counters (none where its tools device is not
+  // available), read when the run starts and ends.
+  std::unique_ptr<UvmToolsCounters> uvm_counters_;
+  UvmToolsCounters::Bytes uvm_at_start_, uvm_at_end_;
   uint32_t current_exec_id_ = 0;
   EventSink* recorder_ = nullptr;
 

@@ -14,6 +14,12 @@ same way on both sides, and deepum's speedup over demand next to DeepUM's
 published 3.06x. A summary line per mode gives the median and worst time
 error. Errors are (predicted - measured) / measured.
 
+Measured traffic is the UVM driver's own byte counters (uvm_h2d_bytes,
+uvm_d2h_bytes) where the runs have them, over those runs only, and CUPTI's
+records (h2d_bytes, d2h_bytes) elsewhere; CUPTI's lose some
+(docs/fidelity.md, "CUPTI's missing write-backs"). The last column says
+which. --traffic=cupti uses CUPTI's throughout.
+
 With --repeat, each further directory holds the same cuda runs again (the
 sim's are taken from OUT_DIR). A measured quantity is then the median over
 all runs, and two more columns give the GPU's own spread per case, (max -
@@ -56,15 +62,23 @@ def with_derived(run):
     return run
 
 
-def merge_repeats(runs_per_repeat):
+def merge_repeats(runs_per_repeat, traffic="auto"):
     """One run per policy: the first run's, its MEASURED_FIELDS the medians
-    over the repeats; plus each policy's spread of time and d2h bytes."""
+    over the repeats (traffic from the UVM counters where `traffic` allows
+    and some repeat has them); plus each policy's spread of time and d2h
+    bytes."""
     merged, spread = {}, {}
     for policy, first in runs_per_repeat[0].items():
         runs = [with_derived(repeat[policy]) for repeat in runs_per_repeat if policy in repeat]
         merged[policy] = dict(first)
         for field in MEASURED_FIELDS:
             merged[policy][field] = statistics.median(run[field] for run in runs)
+        counted = [run for run in runs if run.get("uvm_h2d_bytes", 0) > 0]
+        merged[policy]["traffic_source"] = "cupti"
+        if traffic != "cupti" and counted:
+            merged[policy]["h2d_bytes"] = statistics.median(r["uvm_h2d_bytes"] for r in counted)
+            merged[policy]["d2h_bytes"] = statistics.median(r["uvm_d2h_bytes"] for r in counted)
+            merged[policy]["traffic_source"] = f"uvm ({len(counted)})"
         for field in OPTIONAL_FIELDS:
             values = [run[field] for run in runs if field in run]
             merged[policy][field] = statistics.median(values) if values else None
@@ -128,6 +142,9 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--mode", action="append", default=None,
                         help="cuda memory modes to report (default: driver and engine)")
+    parser.add_argument("--traffic", choices=("auto", "cupti"), default="auto",
+                        help="measured traffic: the UVM driver's counters where the runs have "
+                             "them (auto), or CUPTI's records throughout")
     parser.add_argument("--repeat", action="append", default=[], metavar="DIR",
                         help="another directory with the same cuda runs; measured values "
                              "become medians and the GPU's spread is reported")
@@ -147,9 +164,9 @@ def main():
         measured_label = f"measured ms (median of {repeats})" if args.repeat else "measured ms"
         print(f"| workload | capacity | policy | {measured_label} | predicted ms | time err | "
               f"h2d err | d2h err | d2h err, unrecorded added | faulted blocks meas/pred | "
-              f"calls' h2d GB meas/pred | calls' d2h GB meas/pred |{spread_header}")
+              f"calls' h2d GB meas/pred | calls' d2h GB meas/pred |{spread_header} traffic from |")
         print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
-              (" ---: | ---: |" if args.repeat else ""))
+              (" ---: | ---: |" if args.repeat else "") + " --- |")
         notes = []
         same_experiments = set()
         for case in cases:
@@ -163,7 +180,7 @@ def main():
                 sys.exit(f"fidelity_table: {missing[0]} is missing; every --repeat directory "
                          f"needs the runs of {args.out_dir}")
             measured, spread = merge_repeats([load(measured_path)] +
-                                             [load(path) for path in repeat_paths])
+                                             [load(path) for path in repeat_paths], args.traffic)
             workload, capacity = case.rsplit("_", 1)
             for policy, real in measured.items():
                 sim = predicted.get(policy)
@@ -180,7 +197,7 @@ def main():
                       f"{gigabytes(real, 'call_h2d_bytes')}/{gigabytes(sim, 'call_h2d_bytes')} | "
                       f"{gigabytes(real, 'call_d2h_bytes')}/{gigabytes(sim, 'call_d2h_bytes')} |" +
                       (f" {spread[policy][0]:.0%} | {spread[policy][1]:.0%} |"
-                       if args.repeat else ""))
+                       if args.repeat else "") + f" {real['traffic_source']} |")
             ranked = distinguishable(measured)
             if len(ranked) < len(measured):
                 same_experiments.add(" = ".join(p for p in measured if not acted(measured[p])))

@@ -693,8 +693,10 @@ void CudaBackend::FillStatistics() {
   // What the kernels lost to memory: neither compute nor launching.
   stats.stall_ns = std::max<Nanos>(0, stats.time_ns - stats.ideal_time_ns - stats.launch_ns);
   driver_records_.FillStatistics(stats);
-  stats.uvm_h2d_bytes = uvm_at_end_.to_device - uvm_at_start_.to_device;
-  stats.uvm_d2h_bytes = uvm_at_end_.from_device - uvm_at_start_.from_device;
+  if (uvm_counters_ != nullptr) {
+    stats.uvm_h2d_bytes = uvm_at_end_.to_device - uvm_at_start_.to_device;
+    stats.uvm_d2h_bytes = uvm_at_end_.from_device - uvm_at_start_.from_device;
+  }
   stats.dropped_records = cupti_->dropped();
   stats.dropped_faults = faults_.dropped();
   for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_first_kernel_.size(); ++i) {

@@ -1,11 +1,12 @@
 // The UVM driver's own byte counters for this process: every migration it
 // makes adds its bytes, host-to-device or device-to-host, as it makes it.
 //
-// CUPTI's records are built from the driver's tools events, which the
-// driver drops when CUPTI's queue is full (docs/fidelity.md, "CUPTI's
-// missing write-backs"); the counters come from the same place in the
-// driver (uvm_tools.c, where a migration is recorded) but are sums kept in
-// a buffer the driver writes directly, so nothing is dropped. They are read
+// CUPTI's records are built from the driver's tools events, and the driver
+// drops some of them, most likely when CUPTI's queue is full
+// (docs/fidelity.md, "CUPTI's missing write-backs"); the counters are added
+// to at the same place in the driver (uvm_tools.c, where a migration is
+// recorded) but are sums kept in a page the driver writes directly, with no
+// queue to overflow. They are read
 // through the UVM tools device (/dev/nvidia-uvm-tools), as a tools client
 // reads them, with the process's own /dev/nvidia-uvm file.
 //

@@ -6,18 +6,21 @@ import os
 import sys
 
 
-def read_log(path, needed, what):
+def read_log(path, needed, what, allow_empty=False):
     """The rows of the log at `path` (.gz or plain), as dicts. Exits with a
     one-line error, naming the calling script, when it cannot be read or
-    lacks a column of `needed` (it is then not a cuda backend `what`)."""
+    lacks a column of `needed` (it is then not a cuda backend `what`), or
+    has no rows unless `allow_empty`."""
     tool = os.path.basename(sys.argv[0])
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            columns = set(reader.fieldnames or ())
     except (OSError, csv.Error, EOFError) as error:
         sys.exit(f"{tool}: cannot read {path}: {error}")
-    if not rows or not needed <= set(rows[0]):
+    if (not rows and not allow_empty) or not needed <= columns:
         sys.exit(f"{tool}: {path} is not a cuda backend {what} "
                  f"(needs the columns {', '.join(sorted(needed))})")
     return rows

@@ -10,10 +10,10 @@ A sample counts as full when the GPU had at most FULL_MIB free (default 4:
 under a balloon the driver keeps about 3.1 MiB, docs/cuda.md). "over" is
 the engine holding more frames than the capacity.
 """
-import csv
-import gzip
 import os
 import sys
+
+from cuda_logs import read_log
 
 FULL_MIB = 4
 PARTS = [(0.0, 0.15), (0.15, 0.5), (0.5, 1.0)]
@@ -34,12 +34,8 @@ def main(paths):
           "| over | 0 | 1 | 2-9 | 10+ |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        try:
-            with opener(path, "rt") as f:
-                rows = list(csv.DictReader(f))
-        except (OSError, EOFError) as error:
-            sys.exit(f"memory_log_table: {error}")
+        rows = read_log(path, {"time_ns", "engine_used_frames", "capacity_frames",
+                               "gpu_free_bytes"}, "memory log", allow_empty=True)
         if not rows:
             print(f"| {os.path.basename(path)} | | 0 | | | | | | |")
             continue

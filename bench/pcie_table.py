@@ -23,8 +23,12 @@ import os
 import statistics
 import sys
 
+# The runs of a JSON document, by policy, its contract version checked.
+from fidelity_table import load
 
-def load(path):
+
+def read_pcie(path):
+    """What bench/pcie_traffic.py printed."""
     with open(path) as f:
         return json.load(f)
 
@@ -41,7 +45,9 @@ def main():
             run_path = os.path.join(directory, f"run-{case}.json")
             if not os.path.exists(run_path):
                 sys.exit(f"pcie_table: {run_path} is missing beside {path}")
-            runs[(workload, capacity, policy)].append((load(run_path)["runs"][0], load(path)))
+            (run,) = load(run_path).values()
+            pcie = read_pcie(path)
+            runs[(workload, capacity, policy)].append((run, pcie))
     if not runs:
         sys.exit(f"pcie_table: no pcie-*.json in {' '.join(pass_dirs)}; run bench/pcie_pass.sh")
 
@@ -67,8 +73,7 @@ def main():
     for (workload, capacity, policy) in sorted(runs):
         pairs = runs[(workload, capacity, policy)]
         sim_path = os.path.join(sim_dir, f"sim_{workload}_{capacity}.json")
-        predicted = {r["policy"]: r for r in load(sim_path)["runs"]}.get(policy) \
-            if os.path.exists(sim_path) else None
+        predicted = load(sim_path).get(policy) if os.path.exists(sim_path) else None
         scale = ratios(workload, capacity)
         median = lambda values: statistics.median(list(values))
         h2d = median(r["h2d_bytes"] for r, _ in pairs)

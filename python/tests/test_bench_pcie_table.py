@@ -13,8 +13,9 @@ def write(path, document):
         json.dump(document, f)
 
 
-def run(h2d, d2h, unrecorded):
-    return {"runs": [{"h2d_bytes": h2d, "d2h_bytes": d2h, "unrecorded_d2h_bytes": unrecorded}]}
+def run(policy, h2d, d2h, unrecorded):
+    return {"runs": [{"policy": policy, "h2d_bytes": h2d, "d2h_bytes": d2h,
+                      "unrecorded_d2h_bytes": unrecorded}]}
 
 
 def pcie(to_gpu, from_gpu):
@@ -29,10 +30,10 @@ def table(tmp_path):
         {"policy": "demand", "h2d_bytes": 2 * GB, "d2h_bytes": 2 * GB},
         {"policy": "deepum", "h2d_bytes": 2 * GB, "d2h_bytes": 3 * GB}]})
     # Demand's records are complete: NVML counts 1.1x and 1.2x CUPTI's.
-    write(one / "run-mlp_0.5_demand.json", run(2 * GB, 2 * GB, 0))
+    write(one / "run-mlp_0.5_demand.json", run("demand", 2 * GB, 2 * GB, 0))
     write(one / "pcie-mlp_0.5_demand.json", pcie(int(2.2 * GB), int(2.4 * GB)))
     # deepum's records lost write-backs: CUPTI 1.5 GB, NVML 4.8 GB / 1.2.
-    write(one / "run-mlp_0.5_deepum.json", run(2 * GB, int(1.5 * GB), GB // 2))
+    write(one / "run-mlp_0.5_deepum.json", run("deepum", 2 * GB, int(1.5 * GB), GB // 2))
     write(one / "pcie-mlp_0.5_deepum.json", pcie(int(2.2 * GB), int(4.8 * GB)))
     out = subprocess.run([sys.executable, os.path.join(BENCH, "pcie_table.py"), str(sim), str(one)],
                          capture_output=True, text=True, check=True).stdout
@@ -52,3 +53,14 @@ def test_no_passes_is_a_one_line_error(tmp_path):
                            str(tmp_path)], capture_output=True, text=True)
     assert done.returncode != 0
     assert "run bench/pcie_pass.sh" in done.stderr
+
+
+def test_a_run_from_a_newer_umlab_is_refused(tmp_path):
+    table(tmp_path)
+    write(tmp_path / "pass" / "run-mlp_0.5_deepum.json",
+          dict(run("deepum", GB, GB, 0), contract_version="2.0"))
+    done = subprocess.run([sys.executable, os.path.join(BENCH, "pcie_table.py"),
+                           str(tmp_path / "sim"), str(tmp_path / "pass")],
+                          capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "newer than this script reads" in done.stderr

@@ -79,11 +79,10 @@ def main():
         else:
             status = subprocess.call(command)
     except OSError as e:
+        sys.exit(f"pcie_traffic: cannot run {command[0]}: {e}")
+    finally:
         done.set()
         sampler.join()
-        sys.exit(f"pcie_traffic: cannot run {command[0]}: {e}")
-    done.set()
-    sampler.join()
     nvml.nvmlShutdown()
     print(json.dumps({"to_gpu_bytes": int(totals["to_gpu_bytes"]),
                       "from_gpu_bytes": int(totals["from_gpu_bytes"]),

@@ -1,0 +1,100 @@
+// The reader's side of the UVM driver's event ring, fed as the driver feeds
+// it: events written at the offsets of uvm_types.h, then the put index
+// moved past them. Host code only: it runs wherever the cuda backend is
+// built.
+#include <gtest/gtest.h>
+
+#if __has_include("backends/cuda/uvm_event_ring.h")
+#include <cstring>
+#include <vector>
+
+#include "backends/cuda/uvm_event_ring.h"
+
+namespace umlab::cuda {
+namespace {
+
+constexpr uint32_t kEntries = 4;
+
+class UvmEventRingTest : public ::testing::Test {
+ protected:
+  // Writes one event into the next slot as the driver does, field by field
+  // at UvmEventMigrationInfo_V2's offsets.
+  void Write(uint8_t type, uint8_t cause, uint16_t source, uint16_t destination,
+             uint64_t address, uint64_t bytes, uint64_t begin_gpu, uint64_t end_gpu) {
+    unsigned char* slot = events_.data() + size_t{put_} * kUvmEventBytes;
+    std::memset(slot, 0, kUvmEventBytes);
+    slot[0] = type;
+    slot[1] = cause;
+    std::memcpy(slot + 4, &source, 2);
+    std::memcpy(slot + 6, &destination, 2);
+    std::memcpy(slot + 16, &address, 8);
+    std::memcpy(slot + 24, &bytes, 8);
+    std::memcpy(slot + 56, &begin_gpu, 8);
+    std::memcpy(slot + 64, &end_gpu, 8);
+    put_ = (put_ + 1) % kEntries;
+    control_.put_ahead = control_.put_behind = put_;
+  }
+
+  std::vector<unsigned char> events_ = std::vector<unsigned char>(kEntries * kUvmEventBytes);
+  UvmEventControl control_ = {};
+  uint32_t put_ = 0;
+  UvmEventRing ring_{events_.data(), kEntries, &control_};
+};
+
+TEST_F(UvmEventRingTest, MigrationsBecomeTransferRecordsOnTheRecordsClock) {
+  Write(kUvmMigrationEvent, 2, /*source=*/0, /*destination=*/1, 0x7f0000200000, 8192, 1000, 1500);
+  Write(kUvmMigrationEvent, 1, 1, 0, 0x7f0000400000, 2 << 20, 2000, 2600);
+  std::vector<UnifiedMemoryRecord> records;
+  ring_.Drain(records, /*gpu_to_records_ns=*/100);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].kind, UnifiedMemoryRecord::Kind::kBytesHostToDevice);
+  EXPECT_EQ(records[0].cause, UnifiedMemoryRecord::Cause::kCoherence);
+  EXPECT_EQ(records[0].address, 0x7f0000200000u);
+  EXPECT_EQ(records[0].value, 8192u);
+  EXPECT_EQ(records[0].start_ns, 1100u);
+  EXPECT_EQ(records[0].end_ns, 1600u);
+  EXPECT_EQ(records[1].kind, UnifiedMemoryRecord::Kind::kBytesDeviceToHost);
+  EXPECT_EQ(records[1].cause, UnifiedMemoryRecord::Cause::kUser);
+  EXPECT_EQ(records[1].value, uint64_t{2} << 20);
+  // The driver sees the room given back.
+  EXPECT_EQ(control_.get_behind, 2u);
+  EXPECT_EQ(control_.get_ahead, 2u);
+}
+
+TEST_F(UvmEventRingTest, ReadsAcrossTheEndOfTheRingAndPassesOverOtherEvents) {
+  Write(kUvmMigrationEvent, 2, 0, 1, 0x1000, 4096, 10, 20);
+  Write(kUvmMigrationEvent, 3, 0, 1, 0x2000, 4096, 30, 40);
+  Write(kUvmMigrationEvent, 4, 1, 0, 0x3000, 4096, 50, 60);
+  std::vector<UnifiedMemoryRecord> records;
+  ring_.Drain(records, 0);
+  ASSERT_EQ(records.size(), 3u);
+  // Slots 3, 0 and 1: the ring wraps.
+  Write(3 /*UvmEventTypeGpuFault*/, 0, 0, 0, 0x4000, 0, 70, 0);
+  Write(kUvmMigrationEvent, 2, 0, 1, 0x5000, 4096, 80, 90);
+  Write(kUvmMigrationEvent, 2, 1, 2, 0x6000, 4096, 100, 110);
+  records.clear();
+  ring_.Drain(records, 0);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].address, 0x5000u);
+  EXPECT_EQ(records[1].kind, UnifiedMemoryRecord::Kind::kBytesDeviceToDevice);
+  EXPECT_EQ(control_.get_behind, 2u);
+  // Nothing new: nothing read.
+  records.clear();
+  ring_.Drain(records, 0);
+  EXPECT_TRUE(records.empty());
+}
+
+TEST_F(UvmEventRingTest, TheDriversDropCountForMigrationsIsReadBack) {
+  control_.dropped[kUvmMigrationEvent] = 7;
+  control_.dropped[3] = 100;  // faults: not this ring's business
+  EXPECT_EQ(ring_.dropped_migrations(), 7u);
+}
+
+}  // namespace
+}  // namespace umlab::cuda
+
+#else
+TEST(UvmEventRing, NeedsTheCudaBackend) {
+  GTEST_SKIP() << "the cuda backend is not built (no CUDA toolkit at configure time)";
+}
+#endif

@@ -94,6 +94,23 @@ TEST_F(CudaBackendTest, TheDriverRunsOutOfMemoryUnderTheBalloon) {
   EXPECT_GE(FreeGpuBytes() + (64u << 20), free_before);
 }
 
+// The engine hears the driver's transfers from umlab's own event queue,
+// which loses none, where CUPTI's records lose some while deepum pre-evicts
+// (docs/fidelity.md, "CUPTI's missing write-backs").
+TEST_F(CudaBackendTest, TheEngineHearsEveryTransferTheDriverCounts) {
+  absl::StatusOr<RunResult> result = Run("deepum", "0.5");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunStats& s = result->stats;
+  ASSERT_GT(s.uvm_h2d_bytes, 0u) << "the driver's counters could not be read";
+  ASSERT_GT(s.pre_evictions, 0u);
+  EXPECT_EQ(s.dropped_records, 0u);
+  // The counters also see what moved between their first reading and the
+  // queue's opening, a few blocks at most.
+  EXPECT_NEAR(double(s.h2d_bytes), double(s.uvm_h2d_bytes), 0.01 * double(s.uvm_h2d_bytes));
+  EXPECT_NEAR(double(s.d2h_bytes), double(s.uvm_d2h_bytes), 0.01 * double(s.uvm_d2h_bytes));
+  EXPECT_LE(s.unrecorded_d2h_bytes, s.d2h_bytes / 100);
+}
+
 TEST_F(CudaBackendTest, TheCallLogHasARowForEveryCallInTheOrderIssued) {
   const std::string path = ::testing::TempDir() + "/cuda_calls.csv";
   absl::StatusOr<RunResult> result = Run("deepum", "0.5", "cuda:calls=" + path);

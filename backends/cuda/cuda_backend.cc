@@ -108,6 +108,12 @@ absl::Status CudaBackend::Initialise() {
       !s.ok()) {
     return s;
   }
+  // Times in ns since the run's start on the records' clock.
+  if (absl::Status s = OpenCsvLog(options_.migration_log, "migrations",
+                                  "kind,cause,address,bytes,start_ns,end_ns\n", migration_log_);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CudaCheck(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking),
                                  "cudaStreamCreate");
       !s.ok()) {
@@ -300,6 +306,21 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
     std::fprintf(stderr, "umlab: %s; uvm_h2d_bytes and uvm_d2h_bytes stay 0\n",
                  std::string(counters.status().message()).c_str());
   }
+  // Every transfer the driver makes, from a queue of umlab's own; without
+  // it the engine hears CUPTI's transfer records, as it did before.
+  if (absl::StatusOr<std::unique_ptr<UvmEventQueue>> events = UvmEventQueue::Open();
+      events.ok()) {
+    uvm_events_ = std::move(*events);
+    uvm_events_->Flush();
+    migrations_.clear();
+    uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);  // nothing before the run counts
+  } else if (options_.transfers == CudaOptions::TransferSource::kUvm ||
+             !options_.migration_log.empty()) {
+    std::fprintf(stderr, "umlab: %s; the engine hears CUPTI's transfer records instead\n",
+                 std::string(events.status().message()).c_str());
+  }
+  transfers_from_uvm_ =
+      uvm_events_ != nullptr && options_.transfers == CudaOptions::TransferSource::kUvm;
   start_ = std::chrono::steady_clock::now();
   driver_records_.Start(cupti_start_);
 
@@ -634,6 +655,7 @@ absl::Status CudaBackend::Poll(bool flush) {
   if (flush) cupti_->Flush();
   records_.clear();
   cupti_->Drain(records_);
+  TakeMigrations(flush);
   const uint64_t arriving = driver_records_.Read(
       records_, *engine_, faults_, current_exec_id_, now,
       [this](uint64_t program_address, uint64_t start_ns) {
@@ -661,6 +683,33 @@ absl::Status CudaBackend::Poll(bool flush) {
   return error_;
 }
 
+
+void CudaBackend::TakeMigrations(bool flush) {
+  if (uvm_events_ == nullptr) return;
+  if (flush) uvm_events_->Flush();
+  migrations_.clear();
+  uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);
+  if (migration_log_ != nullptr) {
+    const auto since_start = [this](uint64_t t) {
+      return static_cast<long long>(t) - static_cast<long long>(cupti_start_);
+    };
+    for (const UnifiedMemoryRecord& migration : migrations_) {
+      std::fprintf(migration_log_.get(), "%s,%s,0x%llx,%llu,%lld,%lld\n",
+                   KindName(migration.kind), CauseName(migration.cause),
+                   static_cast<unsigned long long>(migration.address),
+                   static_cast<unsigned long long>(migration.value),
+                   since_start(migration.start_ns), since_start(migration.end_ns));
+    }
+  }
+  if (!transfers_from_uvm_) return;
+  // The driver's own events stand in for CUPTI's transfer records.
+  std::erase_if(records_, [](const UnifiedMemoryRecord& record) {
+    return record.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
+           record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost ||
+           record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToDevice;
+  });
+  records_.insert(records_.end(), migrations_.begin(), migrations_.end());
+}
 
 // ---------------------------------------------------------------------------
 // Data movement.
@@ -698,6 +747,7 @@ void CudaBackend::FillStatistics() {
     stats.uvm_d2h_bytes = uvm_at_end_.from_device - uvm_at_start_.from_device;
   }
   stats.dropped_records = cupti_->dropped();
+  if (transfers_from_uvm_) stats.dropped_records += uvm_events_->dropped();
   stats.dropped_faults = faults_.dropped();
   for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_first_kernel_.size(); ++i) {
     // From the iteration's first kernel's begin to the next one's, or to
@@ -779,9 +829,18 @@ UMLAB_REGISTER_BACKEND(
       {"buffer_kb", ParamType::kInt, "64",
        "size of each CUPTI record buffer; a full buffer is handed over without a flush",
        ParamRange::Closed(4, 1 << 16)},
+      {"transfers", ParamType::kString, "uvm",
+       "where the engine hears of the driver's transfers: uvm (the driver's own event queue, "
+       "read by umlab; falls back to cupti where /dev/nvidia-uvm-tools cannot be used) or "
+       "cupti (CUPTI's records, which lose some while a policy pre-evicts; docs/cuda.md)",
+       {},
+       {"uvm", "cupti"}},  // CudaOptions::TransferSource's order
+      {"migrations", ParamType::kString, "",
+       "write every migration the driver's event queue reports (direction, cause, address, "
+       "bytes, begin and end on the records' clock) to this CSV file"},
       {"records", ParamType::kString, "",
-       "write every CUPTI unified-memory record (faults, transfers with their cause, the "
-       "driver's thrashing and throttling) to this CSV file"},
+       "write every unified-memory record the engine hears (CUPTI's faults, the transfers with "
+       "their cause, the driver's thrashing and throttling) to this CSV file"},
       {"kernels", ParamType::kString, "",
        "write each kernel's accesses, issuers, compute time and its begin and end on the GPU's "
        "clock to this CSV file"},
@@ -801,6 +860,8 @@ UMLAB_REGISTER_BACKEND(
        options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
        options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
        options.record_log = params.String("records");
+       options.transfers = static_cast<CudaOptions::TransferSource>(params.Choice("transfers"));
+       options.migration_log = params.String("migrations");
        options.forced_flush = params.Bool("forced_flush");
        options.record_buffer_bytes = static_cast<size_t>(params.Int("buffer_kb")) << 10;
        options.kernel_log = params.String("kernels");

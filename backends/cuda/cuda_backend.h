@@ -64,6 +64,7 @@
 #include "backends/cuda/replay_kernel.h"
 #include "backends/cuda/replay_plan.h"
 #include "backends/cuda/transfer_issuer.h"
+#include "backends/cuda/uvm_event_queue.h"
 #include "backends/cuda/uvm_tools_counters.h"
 #include "core/access_pace.h"
 #include "core/backend.h"
@@ -88,7 +89,7 @@ struct CudaOptions {
   // Whether a flush also hands over buffers still being filled.
   bool forced_flush = false;
   size_t record_buffer_bytes = 64 << 10;  // each CUPTI record buffer
-  // When set, every CUPTI unified-memory record of the run is written here
+  // When set, every unified-memory record the engine hears is written here
   // as CSV (what the driver did: faults, transfers and their causes,
   // thrashing, throttling).
   std::string record_log;
@@ -113,6 +114,15 @@ struct CudaOptions {
   // the driver's own use, so that managed data gets the whole capacity
   // (umlab_room_probe measures how many blocks fit).
   uint64_t driver_reserve_bytes = uint64_t{2} << 20;
+  // Where the engine hears of the driver's transfers: the UVM driver's own
+  // event queue, umlab's (uvm_event_queue.h), or CUPTI's records, which
+  // lose some while pre-evictions run. Faults, thrashing and throttling
+  // come from CUPTI either way.
+  enum class TransferSource { kUvm, kCupti };
+  TransferSource transfers = TransferSource::kUvm;
+  // When set, every migration the driver's event queue reports is written
+  // here as CSV, whichever source the engine hears.
+  std::string migration_log;
 };
 
 class CudaBackend final : public UvmDriverBackend {
@@ -177,6 +187,10 @@ class CudaBackend final : public UvmDriverBackend {
   // Delivers the program events [first, first + count) of the plan, which
   // come before kernel `next_kernel` (the kernel count after the last).
   void DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel);
+  // Takes the driver's migration events into migrations_ (and the log);
+  // where the engine hears transfers from them, they replace CUPTI's
+  // transfer records in records_. `flush`: the run is ending.
+  void TakeMigrations(bool flush);
   // Gathers CUPTI records, lets the engine service faults, and hands
   // finished transfers back to it.
   absl::Status Poll(bool flush);
@@ -204,6 +218,12 @@ class CudaBackend final : public UvmDriverBackend {
   // available), read when the run starts and ends.
   std::unique_ptr<UvmToolsCounters> uvm_counters_;
   UvmToolsCounters::Bytes uvm_at_start_, uvm_at_end_;
+  // The driver's migration events (none where its tools device is not
+  // available), and whether the engine hears its transfers from them.
+  std::unique_ptr<UvmEventQueue> uvm_events_;
+  bool transfers_from_uvm_ = false;
+  std::vector<UnifiedMemoryRecord> migrations_;
+  CsvLog migration_log_ = NoCsvLog();
   uint32_t current_exec_id_ = 0;
   EventSink* recorder_ = nullptr;
 

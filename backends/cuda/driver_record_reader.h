@@ -1,5 +1,7 @@
-// What CUPTI's unified-memory records tell the engine about the UVM driver,
-// which serves faults and evicts by itself: the blocks it brought in
+// What the unified-memory records (CUPTI's; on the cuda backend the
+// transfers come from the driver's own event queue, uvm_event_queue.h)
+// tell the engine about the UVM driver, which serves faults and evicts by
+// itself: the blocks it brought in
 // (reported to the engine as faults on every page of the block, since a
 // record names one address of a fault group and the driver fills the block
 // around it) and, under real oversubscription, the blocks it evicted on its

@@ -19,6 +19,10 @@ namespace {
 
 constexpr uint64_t kBlock = kBlockSize;
 const SimOptions kUserMode{.policy_from_user = true};
+// The engine hearing everything through CUPTI, in one stream, as the cuda
+// backend's transfers=cupti: the tests of the driver's mechanisms below
+// count what the engine heard of them in the driver's order.
+const SimOptions kUserModeThroughCupti{.policy_from_user = true, .transfers_from_queue = false};
 
 // CUPTI's delivery with every record handed over by the first flush after
 // its collection, as if its buffer were full: the tests of timing below
@@ -47,7 +51,8 @@ TEST(SimUserModeTest, TheDriverMakesRoomWhateverThePolicySays) {
   EXPECT_EQ(inside.status.code(), absl::StatusCode::kFailedPrecondition) << inside.status;
 
   RefusingPolicy policy;
-  const SimRun run = RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, kUserMode);
+  const SimRun run =
+      RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, kUserModeThroughCupti);
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.stats.faulted_blocks, 4u);  // 0, 1, 2, then 0 again
   EXPECT_EQ(run.stats.device_evictions, 2u);
@@ -64,13 +69,48 @@ TEST(SimUserModeTest, TheDriverWritesBackEveryPageItHolds) {
   p.Kernel(4, 1000, {1});        // evicts block 0, clean: the driver copies it anyway
   DemandPolicy inside_policy, user_policy;
   const SimRun inside = RunOnSim(p, 1, inside_policy);
-  const SimRun user = RunOnSim(p, 1, user_policy, TestDevice(), ReplayPolicy::kBatch, kUserMode);
+  const SimRun user =
+      RunOnSim(p, 1, user_policy, TestDevice(), ReplayPolicy::kBatch, kUserModeThroughCupti);
   ASSERT_TRUE(inside.status.ok()) << inside.status;
   ASSERT_TRUE(user.status.ok()) << user.status;
   EXPECT_EQ(inside.stats.d2h_bytes, 2 * kBlock);
   EXPECT_EQ(user.stats.d2h_bytes, 3 * kBlock);
   EXPECT_EQ(inside.stats.h2d_bytes, user.stats.h2d_bytes);
   EXPECT_EQ(user.stats.device_evictions, 3u);
+}
+
+// With the driver's transfers heard from its event queue (the default, as
+// on the cuda backend), an eviction reaches the engine within a poll, while
+// a populate, which copies nothing, is heard only through CUPTI's fault
+// record, later. A populate's record that comes after its block's eviction
+// is over: the block has left since.
+TEST(SimUserModeTest, APopulateHeardAfterItsBlocksEvictionIsOver) {
+  ProgramBuilder p;
+  p.Alloc(0, 3);
+  p.Kernel(1, 1000, {0}, true);  // populates
+  p.Kernel(2, 1000, {1}, true);  // populates
+  p.Kernel(3, 1000, {2}, true);  // populates, evicting block 0
+  p.Kernel(4, 1000, {0});        // copies block 0 back, evicting block 1
+  DemandPolicy policy;
+  const SimRun run = RunOnSim(p, 2, policy, TestDevice(), ReplayPolicy::kBatch, kUserMode);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // The queue tells of block 0's eviction, of its copy back and of block
+  // 1's eviction long before CUPTI's first collection (16 ms) brings the
+  // fault records: of those, the populates of blocks 0 and 1 are older than
+  // their evictions and are dropped, so the engine holds what the driver
+  // holds, blocks 0 (copied) and 2 (populated), and saw no eviction of a
+  // block it held.
+  EXPECT_EQ(run.stats.faulted_blocks, 2u);
+  EXPECT_EQ(run.stats.device_evictions, 0u);
+  EXPECT_EQ(run.stats.d2h_bytes, 2 * kBlock);  // the driver wrote both back
+  // Heard through CUPTI in the driver's order, every arrival and eviction
+  // counts.
+  DemandPolicy cupti_policy;
+  const SimRun cupti =
+      RunOnSim(p, 2, cupti_policy, TestDevice(), ReplayPolicy::kBatch, kUserModeThroughCupti);
+  ASSERT_TRUE(cupti.status.ok()) << cupti.status;
+  EXPECT_EQ(cupti.stats.faulted_blocks, 4u);
+  EXPECT_EQ(cupti.stats.device_evictions, 2u);
 }
 
 TEST(SimUserModeTest, TheDriversFaultPathCopiesAtItsOwnRateInBothModes) {
@@ -201,7 +241,9 @@ TEST(SimUserModeTest, ADiscardReachesTheCopyTheDriverWroteBack) {
   p.Kernel(4, 1000, {1});
   p.Kernel(6, 30'000'000, {1});
   p.Kernel(3, 1000, {0});  // block 0 comes back
-  const SimOptions options{.policy_from_user = true, .cupti = Unbuffered(16'000'000)};
+  const SimOptions options{.policy_from_user = true,
+                           .cupti = Unbuffered(16'000'000),
+                           .transfers_from_queue = false};
   PrefetchThenPreEvict dropping(true), keeping(false);
   const SimRun dropped = RunOnSim(p, 2, dropping, TestDevice(), ReplayPolicy::kBatch, options);
   const SimRun kept = RunOnSim(p, 2, keeping, TestDevice(), ReplayPolicy::kBatch, options);
@@ -253,7 +295,9 @@ TEST(SimUserModeTest, CallsGoOneAtATimeAndAFaultOvertakesAQueuedPrefetch) {
   p.Kernel(3, 1000, {4});  // wants the last of four queued prefetches
   PrefetchAtKernel policy(3, {1, 2, 3, 4});
   // (Its few records fill no CUPTI buffer: they are taken as full.)
-  const SimOptions options{.policy_from_user = true, .cupti = Unbuffered(16'000'000)};
+  const SimOptions options{.policy_from_user = true,
+                           .cupti = Unbuffered(16'000'000),
+                           .transfers_from_queue = false};
   const SimRun run = RunOnSim(p, 4, policy, TestDevice(), ReplayPolicy::kBatch, options);
   ASSERT_TRUE(run.status.ok()) << run.status;
   ASSERT_EQ(run.stats.per_iteration.size(), 2u);

@@ -71,7 +71,10 @@ SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
       link_(device.link),
       copies_(device_, link_),
-      records_(options.cupti) {}
+      records_(options.cupti),
+      queue_records_(CuptiRecordStreamConfig{/*collect_period_ns=*/0,
+                                             /*flush_pause_ns=*/options.poll_ns,
+                                             /*flush_cost_ns=*/0, /*buffer_records=*/0}) {}
 
 absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* recorder) {
   engine_ = &engine;
@@ -164,7 +167,8 @@ absl::Status SimBackend::Run(EventSource& program, Engine& engine, EventSink* re
   if (driver_ != nullptr) {
     // As the cuda backend drains CUPTI at the end: everything the driver
     // did is known before the books close.
-    DeliverRecords(kNever);
+    DeliverRecords(queue_records_, kNever);
+    DeliverRecords(records_, kNever);
     driver_->Finish();
   }
   engine.Finish();
@@ -696,25 +700,26 @@ Nanos SimBackend::NextSystemEventTime() const {
   if (!replays_.empty()) next = std::min(next, replays_.top().time);
   if (service_requested_) next = std::min(next, std::max(clock_.now(), service_time_));
   next = std::min(next, records_.NextEventTime());
+  next = std::min(next, queue_records_.NextEventTime());
   next = std::min(next, copies_.NextEventTime());
   return next;
 }
 
-void SimBackend::DeliverRecords(Nanos flush_start) {
+void SimBackend::DeliverRecords(CuptiRecordStream& records, Nanos flush_start) {
   // Records are in time order, and so in collection order.
-  auto flushable = [&] { return records_.FrontFlushable(flush_start); };
+  auto flushable = [&] { return records.FrontFlushable(flush_start); };
   while (flushable()) {
     // Consecutive arrivals are one poll's faults; an eviction between them
     // is applied in its place, so the engine's books follow the driver's
     // order.
     using Kind = CuptiRecordStream::Record::Kind;
-    if (records_.front().kind == Kind::kOther) {
-      records_.PopFront();
+    if (records.front().kind == Kind::kOther) {
+      records.PopFront();
       continue;
     }
-    if (records_.front().kind == Kind::kEviction) {
-      const CuptiRecordStream::Record record = records_.front();
-      records_.PopFront();
+    if (records.front().kind == Kind::kEviction) {
+      const CuptiRecordStream::Record record = records.front();
+      records.PopFront();
       // Pages a policy's call has brought back since this eviction, which
       // the engine knows of already: the record is stale for them. (Pages a
       // fault brought back come with a record of their own, after this.)
@@ -725,15 +730,23 @@ void SimBackend::DeliverRecords(Nanos flush_start) {
         if ((stale & record.pages).any()) ++stale_eviction_records_;
       }
       engine_->OnDevicePagesEvicted(record.block, record.pages & ~stale);
+      Nanos& left = left_at_[record.block];
+      left = std::max(left, record.time);
       continue;
     }
     // A block's records count once, as the cuda backend reports a block
     // once per poll however many fault groups named it.
     absl::flat_hash_map<BlockNumber, PageMask> arrived;
     std::vector<BlockNumber> order;
-    while (flushable() && records_.front().kind != Kind::kEviction) {
-      const CuptiRecordStream::Record& record = records_.front();
-      if (record.kind == Kind::kArrival) {
+    while (flushable() && records.front().kind != Kind::kEviction) {
+      const CuptiRecordStream::Record& record = records.front();
+      // An arrival older than the block's last eviction the engine has
+      // heard of is over: the block has left since (a populate's fault
+      // record, which comes through CUPTI, reaches the engine after the
+      // eviction the driver's queue reported).
+      auto left = left_at_.find(record.block);
+      const bool over = left != left_at_.end() && left->second > record.time;
+      if (record.kind == Kind::kArrival && !over) {
         auto [it, inserted] = arrived.try_emplace(record.block, record.pages);
         if (inserted) {
           order.push_back(record.block);
@@ -741,7 +754,7 @@ void SimBackend::DeliverRecords(Nanos flush_start) {
           it->second |= record.pages;
         }
       }
-      records_.PopFront();
+      records.PopFront();
     }
     for (BlockNumber block : order) {
       const PageNumber first = FirstPageOfBlock(block);
@@ -879,9 +892,14 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
     }
     return true;
   }
+  queue_records_.CollectUntil(clock_.now());
+  if (queue_records_.FrontDeliveryTime() <= clock_.now()) {
+    DeliverRecords(queue_records_, clock_.now());
+    return true;
+  }
   records_.CollectUntil(clock_.now());
   if (records_.FrontDeliveryTime() <= clock_.now()) {
-    DeliverRecords(clock_.now() - options_.cupti.flush_cost_ns);
+    DeliverRecords(records_, clock_.now() - options_.cupti.flush_cost_ns);
   }
   return true;
 }
@@ -1036,7 +1054,8 @@ void SimBackend::SubmitDriverMigration(const Transfer& transfer) {
   const PageMask moving = own.pages & ~device_memory_.Mapped(own.block) & ~Landing(own.block);
   const uint64_t copied = MaskBytes(own.copy & moving);
   if (copied > 0) {
-    RecordArrival(own.block, CuptiRecordStream::RecordsFor(copied, kFaultCopyBytesPerRecord));
+    RecordTransfer(CuptiRecordStream::Record::Kind::kArrival, own.block, FullPageMask(),
+                   CuptiRecordStream::RecordsFor(copied, kFaultCopyBytesPerRecord));
     unheard_.erase(own.block);
   } else if (options_.populate_records == SimOptions::PopulateRecords::kAll) {
     RecordArrival(own.block);
@@ -1061,6 +1080,18 @@ void SimBackend::Evict(const Transfer& transfer) {
 
 void SimBackend::RecordArrival(BlockNumber block, uint64_t cupti_records) {
   records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kArrival, block, FullPageMask(),
+                 cupti_records});
+}
+
+void SimBackend::RecordTransfer(CuptiRecordStream::Record::Kind kind, BlockNumber block,
+                                const PageMask& pages, uint64_t cupti_records) {
+  if (!options_.transfers_from_queue) {
+    records_.Push({clock_.now(), kind, block, pages, cupti_records});
+    return;
+  }
+  queue_records_.Push({clock_.now(), kind, block, pages});
+  // CUPTI records it too, into the buffers its fault records share.
+  records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kOther, block, PageMask(),
                  cupti_records});
 }
 
@@ -1235,12 +1266,12 @@ TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
     const TransferId id = next_device_transfer_++;
     device_evictions_.emplace(id, victim);
     moved_d2h_bytes_ += MaskBytes(pages);
-    // The driver knows at once; the run's engine reads it in CUPTI's
-    // records, stamped when the write-back began.
+    // The driver knows at once; the run's engine reads it in its records,
+    // stamped when the write-back began.
     driver_->OnDevicePagesEvicted(victim, pages);
     unheard_.erase(victim);
-    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kEviction, victim, pages,
-                   CuptiRecordStream::RecordsFor(MaskBytes(pages), kEvictionBytesPerRecord)});
+    RecordTransfer(CuptiRecordStream::Record::Kind::kEviction, victim, pages,
+                   CuptiRecordStream::RecordsFor(MaskBytes(pages), kEvictionBytesPerRecord));
     link_.Submit(LinkTransfer{id, LinkDirection::kDeviceToHost, TransferKind::kFaultMigration,
                               MaskBytes(pages), clock_.now(), 0},
                  clock_.now());
@@ -1399,6 +1430,16 @@ UMLAB_REGISTER_BACKEND(
             "(104-byte records); a flush hands over only full buffers, so records come late "
             "where the driver makes few; 0: every record as if its buffer were full",
             ParamRange::Closed(0, 1 << 16)},
+           {"transfers", ParamType::kString, "uvm",
+            "policy_from=user: where the engine hears of the driver's transfers, as the cuda "
+            "backend's transfers: uvm (the driver's own event queue, within a poll) or cupti "
+            "(CUPTI's records, with its collections, buffers and flushes)",
+            {},
+            {"uvm", "cupti"}},
+           {"poll_us", ParamType::kDouble, "20",
+            "policy_from=user, transfers=uvm: how often the engine drains the driver's event "
+            "queue, as the cuda backend's poll_us",
+            ParamRange::AtLeast(0)},
            {"populate_records", ParamType::kString, "first-fault",
             "policy_from=user: what CUPTI records of the driver's populates (pages with no data "
             "to copy): first-fault (only its fault batch's record, which names the batch's "
@@ -1436,6 +1477,8 @@ UMLAB_REGISTER_BACKEND(
                 static_cast<Nanos>(params.Double("collect_us") * 1e3);
             options.cupti.buffer_records =
                 static_cast<uint64_t>(params.Int("buffer_kb")) * 1024 / kCuptiRecordBytes;
+            options.transfers_from_queue = params.Choice("transfers") == 0;
+            options.poll_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
             options.populate_records = params.Choice("populate_records") == 0
                                            ? SimOptions::PopulateRecords::kFirstFault
                                            : SimOptions::PopulateRecords::kAll;

@@ -78,6 +78,14 @@ struct SimOptions {
   // the cuda backend's flusher thread runs it (backends/emu/cupti_record_stream.h;
   // the defaults are the H200's), whose flushes hand over only full buffers.
   CuptiRecordStreamConfig cupti;
+  // User mode: whether the engine hears the driver's transfers (its copies
+  // in and its evictions) from the driver's own event queue, within one
+  // poll of `poll_ns`, as the cuda backend does by default (transfers=uvm,
+  // backends/cuda/uvm_event_queue.h); or from CUPTI's records, late, as it
+  // does with transfers=cupti. Fault records come through CUPTI either way,
+  // and CUPTI's buffers still fill with the transfer records too.
+  bool transfers_from_queue = true;
+  Nanos poll_ns = 20000;
   // User mode: the policy spec that models the driver's own fault service.
   // The driver's tree prefetcher runs under every policy on the GPU (three
   // quarters of its fault-path bytes are its own); with it the driver makes
@@ -353,6 +361,11 @@ class SimBackend final : public Backend {
   // `cupti_records` of its records; the engine will hear of every page of
   // it, as the cuda backend reports a named block.
   void RecordArrival(BlockNumber block, uint64_t cupti_records = 1);
+  // User mode: the driver moved `pages` of `block` (an arrival or an
+  // eviction), as `cupti_records` of CUPTI's records; the engine hears it
+  // from the driver's event queue or from CUPTI (SimOptions::transfers_from_queue).
+  void RecordTransfer(CuptiRecordStream::Record::Kind kind, BlockNumber block,
+                      const PageMask& pages, uint64_t cupti_records);
   // User mode: the driver fetched a fault batch whose first fault lies in
   // `first_fault_block`: CUPTI's fault record names that block.
   void RecordFaultBatch(BlockNumber first_fault_block);
@@ -364,9 +377,10 @@ class SimBackend final : public Backend {
   PageMask Landing(BlockNumber block) const;
   void ForgetLanding(BlockNumber block, const PageMask& pages);
   void KeepFrameWhileLanding(BlockNumber block);
-  // User mode: hands the run's engine the records a flush that starts at
-  // `flush_start` hands over, in time order, as the cuda backend does.
-  void DeliverRecords(Nanos flush_start);
+  // User mode: hands the run's engine the records of `stream` that a flush
+  // starting at `flush_start` hands over, in time order, as the cuda
+  // backend does.
+  void DeliverRecords(CuptiRecordStream& stream, Nanos flush_start);
   void ForgetQueuedEviction(BlockNumber block);
   // User mode: the driver evicted `block` while the policy's pre-evictions
   // of it were still queued; they complete having moved nothing.
@@ -484,6 +498,10 @@ class SimBackend final : public Backend {
   // What CUPTI records for the run's engine: blocks the driver brought in,
   // blocks it evicted, and the policy's own calls, until delivered.
   CuptiRecordStream records_;
+  // The driver's event queue, drained at every poll (transfers_from_queue).
+  CuptiRecordStream queue_records_;
+  // When the engine last heard that the driver began evicting each block.
+  absl::flat_hash_map<BlockNumber, Nanos> left_at_;
   // The block of the first fault in the driver's current batch, which its
   // fault record names, and the blocks the driver has populated since a
   // record last named them: the engine's books cannot know those pages.

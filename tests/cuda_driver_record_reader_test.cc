@@ -120,6 +120,36 @@ TEST_F(DriverRecordReaderTest, APageArrivingTwiceWithoutLeavingLeftUnrecorded) {
   EXPECT_EQ(stats.d2h_bytes, kBlockSize);  // what CUPTI recorded, nothing added
 }
 
+// A populate's fault record comes through CUPTI, late; the driver's own
+// queue may have told of the block's eviction before it. Such an arrival is
+// over and the engine does not take the block for resident; a fault after
+// the eviction is a new arrival.
+TEST_F(DriverRecordReaderTest, AFaultRecordOlderThanItsBlocksEvictionIsOver) {
+  DriverRecordReader reader(/*driver_evicts=*/true,
+                            [](uint64_t address) -> std::optional<uint64_t> { return address; });
+  using Kind = UnifiedMemoryRecord::Kind;
+  const uint64_t address = ProgramBuilder::BlockAddress(1);
+  const BlockNumber block = BlockOfAddress(address);
+  FaultBuffer faults(4096);
+  std::vector<UnifiedMemoryRecord> eviction = {
+      {Kind::kBytesDeviceToHost, Cause::kEviction, address, kBlockSize, 30, 31}};
+  reader.Read(eviction, engine_, faults, 0, 0, nullptr);
+  std::vector<UnifiedMemoryRecord> populate = {
+      {Kind::kGpuPageFault, Cause::kUnknown, address, 1, 20, 25}};
+  EXPECT_EQ(reader.Read(populate, engine_, faults, 0, 0, nullptr), 0u);
+  EXPECT_TRUE(faults.empty());
+  std::vector<UnifiedMemoryRecord> refault = {
+      {Kind::kGpuPageFault, Cause::kUnknown, address, 1, 40, 45}};
+  EXPECT_EQ(reader.Read(refault, engine_, faults, 0, 0, nullptr), 1u);
+  EXPECT_EQ(faults.size(), static_cast<size_t>(kPagesPerBlock));
+  FaultEntry first;
+  faults.Fetch(absl::MakeSpan(&first, 1));
+  EXPECT_EQ(BlockOfPage(first.page), block);
+  RunStats stats;
+  reader.FillStatistics(stats);
+  EXPECT_EQ(stats.fault_records, 2u);  // both count as CUPTI's
+}
+
 }  // namespace
 }  // namespace umlab::cuda
 

@@ -15,7 +15,8 @@ absl::Status DriverRecordReader::OpenLog(const std::string& path) {
   // Times in ns since the run's start on CUPTI's clock; -1 where CUPTI
   // gives none. program_address is -1 outside the program's memory.
   // delivered_ns: when the engine thread took the record; outcome: what a
-  // driver eviction did to the engine's books (ApplyDriverEviction).
+  // driver eviction did to the engine's books (ApplyDriverEviction), or
+  // "left" for a fault record older than its block's last eviction.
   return OpenCsvLog(
       path, "records",
       "kind,cause,address,program_address,value,start_ns,end_ns,delivered_ns,outcome\n", log_);
@@ -66,6 +67,11 @@ const char* DriverRecordReader::ApplyDriverEviction(Engine& engine, BlockNumber 
   return "applied";
 }
 
+bool DriverRecordReader::LeftSince(BlockNumber block, uint64_t time_ns) const {
+  auto left = left_at_.find(block);
+  return left != left_at_.end() && left->second > time_ns;
+}
+
 void DriverRecordReader::Log(const UnifiedMemoryRecord& record,
                              const std::optional<uint64_t>& program, uint64_t delivered_ns,
                              const char* outcome) {
@@ -106,10 +112,11 @@ uint64_t DriverRecordReader::Read(
   for (const UnifiedMemoryRecord& record : records) {
     Bin& bin = bins_[BinOf(record.start_ns)];
     const std::optional<uint64_t> address = to_program_(record.address);
-    // A device-to-host record is logged with what it did to the books.
-    if (record.kind != UnifiedMemoryRecord::Kind::kBytesDeviceToHost) {
-      Log(record, address, delivered, "");
-    }
+    // Transfers and faults are logged with what they did to the books.
+    const bool logged_below = record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost ||
+                              record.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
+                              record.kind == UnifiedMemoryRecord::Kind::kGpuPageFault;
+    if (!logged_below) Log(record, address, delivered, "");
     switch (record.kind) {
       case UnifiedMemoryRecord::Kind::kThrashing:
         ++thrashing_detections_;
@@ -128,10 +135,12 @@ uint64_t DriverRecordReader::Read(
         if (address.has_value() && record.value > 0 &&
             record.cause != UnifiedMemoryRecord::Cause::kUser) {
           for_each_block(*address, record.value, [&](BlockNumber block) {
+            if (LeftSince(block, record.start_ns)) return;
             const BlockState* state = engine.memory_state().Find(block);
             if (state == nullptr || !state->has_frame) arrived(block);
           });
         }
+        Log(record, address, delivered, "");
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
         bin.d2h += record.value;
@@ -153,6 +162,8 @@ uint64_t DriverRecordReader::Read(
           // with cause user and the engine has let go of it already.
           for_each_block(*address, record.value, [&](BlockNumber block) {
             outcome = ApplyDriverEviction(engine, block, FullPageMask(), record.start_ns);
+            uint64_t& left = left_at_[block];
+            left = std::max(left, record.start_ns);
           });
         }
         Log(record, address, delivered, outcome);
@@ -163,10 +174,17 @@ uint64_t DriverRecordReader::Read(
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
     }
-    if (!address.has_value()) continue;  // not the program's memory
+    if (!address.has_value()) {  // not the program's memory
+      Log(record, address, delivered, "");
+      continue;
+    }
     ++fault_records_;
     bin.faults += record.value;
-    arrived(BlockOfAddress(*address));
+    // A fault record comes through CUPTI, late; where the driver's own queue
+    // has told of the block's eviction since, the arrival it reports is over.
+    const bool over = LeftSince(BlockOfAddress(*address), record.start_ns);
+    if (!over) arrived(BlockOfAddress(*address));
+    Log(record, address, delivered, over ? "left" : "");
     if (on_fault) on_fault(*address, record.start_ns);
   }
   // A record names one faulting address of a group, and the driver's own

@@ -78,6 +78,9 @@ class DriverRecordReader {
   // ("applied", "stale", "not_resident", "in_flight").
   const char* ApplyDriverEviction(Engine& engine, BlockNumber block, const PageMask& pages,
                                   uint64_t began_ns);
+  // Whether the driver began evicting `block` after `time_ns`, as far as
+  // the records read so far tell: an arrival reported at `time_ns` is over.
+  bool LeftSince(BlockNumber block, uint64_t time_ns) const;
   void Log(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& program,
            uint64_t delivered_ns, const char* outcome);
 
@@ -88,6 +91,8 @@ class DriverRecordReader {
   std::vector<uint64_t> iteration_starts_;  // CUPTI timestamps
   std::vector<Bin> bins_{1};
   absl::flat_hash_map<BlockNumber, uint64_t> refilled_at_;
+  // When the driver last began evicting each block (its eviction records).
+  absl::flat_hash_map<BlockNumber, uint64_t> left_at_;
   uint64_t fault_records_ = 0;
   uint64_t thrashing_detections_ = 0;
   uint64_t throttled_ns_ = 0;

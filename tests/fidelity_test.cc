@@ -1,8 +1,9 @@
 // Keeps the sim's predictions true to the GPU. The fixtures in
 // tests/data/fidelity/ are programs recorded on an H200 by the cuda backend
 // (`umlab record --backend=cuda --device=h200 --capacity=0.5`, real
-// oversubscription under the driver), each with the JSON of that run and of
-// two more runs of the same case (`umlab run`). Each
+// oversubscription under the driver, every transfer heard from the driver's
+// own event queue), each with the JSON of that run and of two more runs of
+// the same case (`umlab run`). Each
 // case replays one on the sim as it predicts the cuda backend (the h200
 // preset, `policy_from=user`: the policy acting from user space over a
 // modelled driver) and fails when the prediction leaves the bound

@@ -44,6 +44,13 @@ struct BlockState {
 
   // Holds a frame and may give it up now.
   bool Evictable() const { return has_frame && transfers_in_flight == 0 && !pinned; }
+  // Whether a copy a driver made into the block by itself would tell the
+  // engine nothing: the engine's own transfer of it is under way (it hears
+  // of that itself), or it holds every page already. The cuda backend and
+  // sim:policy_from=user read the driver's transfer records by this.
+  bool ExpectsNoNewsOfACopy() const {
+    return transfers_in_flight > 0 || (has_frame && resident.all());
+  }
 };
 
 // Read-only access for policies.

@@ -120,6 +120,28 @@ TEST_F(DriverRecordReaderTest, APageArrivingTwiceWithoutLeavingLeftUnrecorded) {
   EXPECT_EQ(stats.d2h_bytes, kBlockSize);  // what CUPTI recorded, nothing added
 }
 
+// The driver's copy into a block the engine holds in part fills the rest:
+// the engine hears of the whole block. Into a block it holds whole, or one
+// its own transfer is bringing in, the copy is no news.
+TEST_F(DriverRecordReaderTest, ACopyIsNewsOnlyWhereTheBooksLackPagesOfTheBlock) {
+  DriverRecordReader reader(/*driver_evicts=*/true,
+                            [](uint64_t address) -> std::optional<uint64_t> { return address; });
+  using Kind = UnifiedMemoryRecord::Kind;
+  const uint64_t address = ProgramBuilder::BlockAddress(0);
+  FaultBuffer faults(4096);
+  auto copy_in = [&] {
+    std::vector<UnifiedMemoryRecord> records = {
+        {Kind::kBytesHostToDevice, Cause::kCoherence, address, 16 * kPageSize, 10, 11}};
+    reader.Read(records, engine_, faults, 0, 0, nullptr);
+  };
+  copy_in();  // block 0 is whole in the books (the fixture)
+  EXPECT_TRUE(faults.empty());
+  engine_.OnDevicePagesEvicted(block_, PageRangeMask(0, 16));
+  ASSERT_TRUE(HasFrame());
+  copy_in();
+  EXPECT_EQ(faults.size(), static_cast<size_t>(kPagesPerBlock));
+}
+
 // A populate's fault record comes through CUPTI, late; the driver's own
 // queue may have told of the block's eviction before it. Such an arrival is
 // over and the engine does not take the block for resident; a fault after

@@ -67,6 +67,29 @@ const char* DriverRecordReader::ApplyDriverEviction(Engine& engine, BlockNumber 
   return "applied";
 }
 
+void DriverRecordReader::CountTransfer(const UnifiedMemoryRecord& record,
+                                       const std::optional<uint64_t>& address) {
+  const bool to_device = record.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice;
+  Bin& bin = bins_[BinOf(record.start_ns)];
+  (to_device ? bin.h2d : bin.d2h) += record.value;
+  if (record.cause == UnifiedMemoryRecord::Cause::kUser) {
+    (to_device ? call_h2d_ : call_d2h_) += record.value;
+  }
+  if (address.has_value()) ledger_.Note(record.start_ns, *address, record.value, to_device);
+}
+
+void DriverRecordReader::CountTrailing(const std::vector<UnifiedMemoryRecord>& records) {
+  for (const UnifiedMemoryRecord& record : records) {
+    if (record.kind != UnifiedMemoryRecord::Kind::kBytesHostToDevice &&
+        record.kind != UnifiedMemoryRecord::Kind::kBytesDeviceToHost) {
+      continue;
+    }
+    const std::optional<uint64_t> address = to_program_(record.address);
+    CountTransfer(record, address);
+    Log(record, address, 0, "trailing");
+  }
+}
+
 bool DriverRecordReader::LeftSince(BlockNumber block, uint64_t time_ns) const {
   auto left = left_at_.find(block);
   return left != left_at_.end() && left->second > time_ns;
@@ -125,9 +148,7 @@ uint64_t DriverRecordReader::Read(
         if (record.end_ns > record.start_ns) throttled_ns_ += record.end_ns - record.start_ns;
         continue;
       case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
-        bin.h2d += record.value;
-        if (record.cause == UnifiedMemoryRecord::Cause::kUser) call_h2d_ += record.value;
-        if (address.has_value()) ledger_.Note(record.start_ns, *address, record.value, true);
+        CountTransfer(record, address);
         // The driver brought these in by itself (for a fault, or by its
         // prefetcher around one). A fault record names one address of its
         // group, so a group that spans blocks is seen only here; the
@@ -136,16 +157,16 @@ uint64_t DriverRecordReader::Read(
             record.cause != UnifiedMemoryRecord::Cause::kUser) {
           for_each_block(*address, record.value, [&](BlockNumber block) {
             if (LeftSince(block, record.start_ns)) return;
+            // A block the engine holds in part is news: the driver filled
+            // the rest.
             const BlockState* state = engine.memory_state().Find(block);
-            if (state == nullptr || !state->has_frame) arrived(block);
+            if (state == nullptr || !state->ExpectsNoNewsOfACopy()) arrived(block);
           });
         }
         Log(record, address, delivered, "");
         continue;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToHost: {
-        bin.d2h += record.value;
-        if (record.cause == UnifiedMemoryRecord::Cause::kUser) call_d2h_ += record.value;
-        if (address.has_value()) ledger_.Note(record.start_ns, *address, record.value, false);
+        CountTransfer(record, address);
         const char* outcome = "";
         if (address.has_value() && record.value > 0 &&
             record.cause == UnifiedMemoryRecord::Cause::kCoherence) {

@@ -58,6 +58,11 @@ class DriverRecordReader {
                 uint32_t exec_id, Nanos now,
                 const std::function<void(uint64_t program_address, uint64_t start_ns)>& on_fault);
 
+  // Transfers that ended after the engine had finished (the last of its
+  // calls, drained after its final poll): counted in the traffic and the
+  // log, told to no engine.
+  void CountTrailing(const std::vector<UnifiedMemoryRecord>& records);
+
   // One of the policy's prefetches into `block` was seen finished at
   // `cupti_timestamp`: an eviction record of the block that began before
   // then is stale (the block has been refilled) and is not applied.
@@ -78,6 +83,9 @@ class DriverRecordReader {
   // ("applied", "stale", "not_resident", "in_flight").
   const char* ApplyDriverEviction(Engine& engine, BlockNumber block, const PageMask& pages,
                                   uint64_t began_ns);
+  // Adds a transfer record to the traffic: its bin, the calls' share and
+  // the ledger.
+  void CountTransfer(const UnifiedMemoryRecord& record, const std::optional<uint64_t>& address);
   // Whether the driver began evicting `block` after `time_ns`, as far as
   // the records read so far tell: an arrival reported at `time_ns` is over.
   bool LeftSince(BlockNumber block, uint64_t time_ns) const;

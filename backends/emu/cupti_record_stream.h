@@ -60,6 +60,10 @@ class CuptiRecordStream {
     BlockNumber block;
     PageMask pages;
     uint64_t count = 1;  // the CUPTI records it stands for, at least 1
+    // An arrival that a transfer record tells of (the driver copied data
+    // in), as against a fault record: the cuda backend takes the first for
+    // an arrival only where the engine holds no frame for the block.
+    bool copied = false;
     // When the buffer holding its first CUPTI record was full (set by
     // CollectUntil).
     Nanos buffered = kNever;

@@ -745,7 +745,13 @@ void SimBackend::DeliverRecords(CuptiRecordStream& records, Nanos flush_start) {
       // record, which comes through CUPTI, reaches the engine after the
       // eviction the driver's queue reported).
       auto left = left_at_.find(record.block);
-      const bool over = left != left_at_.end() && left->second > record.time;
+      bool over = left != left_at_.end() && left->second > record.time;
+      // A transfer may tell the engine nothing new, as the cuda backend
+      // reads it (BlockState::ExpectsNoNewsOfACopy).
+      if (record.copied) {
+        const BlockState* state = engine_->memory_state().Find(record.block);
+        if (state != nullptr && state->ExpectsNoNewsOfACopy()) over = true;
+      }
       if (record.kind == Kind::kArrival && !over) {
         auto [it, inserted] = arrived.try_emplace(record.block, record.pages);
         if (inserted) {
@@ -1085,11 +1091,12 @@ void SimBackend::RecordArrival(BlockNumber block, uint64_t cupti_records) {
 
 void SimBackend::RecordTransfer(CuptiRecordStream::Record::Kind kind, BlockNumber block,
                                 const PageMask& pages, uint64_t cupti_records) {
+  const bool copied = kind == CuptiRecordStream::Record::Kind::kArrival;
   if (!options_.transfers_from_queue) {
-    records_.Push({clock_.now(), kind, block, pages, cupti_records});
+    records_.Push({clock_.now(), kind, block, pages, cupti_records, copied});
     return;
   }
-  queue_records_.Push({clock_.now(), kind, block, pages});
+  queue_records_.Push({clock_.now(), kind, block, pages, 1, copied});
   // CUPTI records it too, into the buffers its fault records share.
   records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kOther, block, PageMask(),
                  cupti_records});

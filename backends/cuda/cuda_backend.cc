@@ -295,17 +295,6 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   records_.clear();
   cupti_->Drain(records_);  // nothing before the run counts
   cupti_start_ = CuptiFaultStream::Timestamp();
-  // A complete count of the run's traffic beside CUPTI's records, which
-  // the driver drops some of (uvm_tools_counters.h). Not having it is no
-  // reason to stop the run.
-  if (absl::StatusOr<std::unique_ptr<UvmToolsCounters>> counters = UvmToolsCounters::Open();
-      counters.ok()) {
-    uvm_counters_ = std::move(*counters);
-    uvm_at_start_ = uvm_counters_->Read();
-  } else {
-    std::fprintf(stderr, "umlab: %s; uvm_h2d_bytes and uvm_d2h_bytes stay 0\n",
-                 std::string(counters.status().message()).c_str());
-  }
   // Every transfer the driver makes, from a queue of umlab's own; without
   // it the engine hears CUPTI's transfer records, as it did before.
   if (absl::StatusOr<std::unique_ptr<UvmEventQueue>> events = UvmEventQueue::Open();
@@ -321,6 +310,17 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   }
   transfers_from_uvm_ =
       uvm_events_ != nullptr && options_.transfers == CudaOptions::TransferSource::kUvm;
+  // A complete count of the run's traffic beside the records, read after
+  // the queue was opened and emptied, so that both count from here
+  // (uvm_tools_counters.h). Not having it is no reason to stop the run.
+  if (absl::StatusOr<std::unique_ptr<UvmToolsCounters>> counters = UvmToolsCounters::Open();
+      counters.ok()) {
+    uvm_counters_ = std::move(*counters);
+    uvm_at_start_ = uvm_counters_->Read();
+  } else {
+    std::fprintf(stderr, "umlab: %s; uvm_h2d_bytes and uvm_d2h_bytes stay 0\n",
+                 std::string(counters.status().message()).c_str());
+  }
   start_ = std::chrono::steady_clock::now();
   driver_records_.Start(cupti_start_);
 
@@ -349,6 +349,14 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   cudaStreamSynchronize(compute_stream_);
   if (absl::Status s = calls_.status(); !s.ok()) Fail(std::move(s));
   calls_.Stop();
+  // The last calls may have moved data after the engine's final poll: the
+  // traffic counts it, as the driver's counters do.
+  if (transfers_from_uvm_) {
+    uvm_events_->Flush();
+    migrations_.clear();
+    uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);
+    driver_records_.CountTrailing(migrations_);
+  }
   if (uvm_counters_ != nullptr) uvm_at_end_ = uvm_counters_->Read();
   balloon_.reset();
   std::lock_guard<std::mutex> lock(error_mutex_);

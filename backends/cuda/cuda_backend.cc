@@ -303,9 +303,11 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
     uvm_events_->Flush();
     migrations_.clear();
     uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);  // nothing before the run counts
-  } else if (options_.transfers == CudaOptions::TransferSource::kUvm ||
-             !options_.migration_log.empty()) {
+  } else if (options_.transfers == CudaOptions::TransferSource::kUvm) {
     std::fprintf(stderr, "umlab: %s; the engine hears CUPTI's transfer records instead\n",
+                 std::string(events.status().message()).c_str());
+  } else if (!options_.migration_log.empty()) {
+    std::fprintf(stderr, "umlab: %s; the migration log stays empty\n",
                  std::string(events.status().message()).c_str());
   }
   transfers_from_uvm_ =
@@ -351,11 +353,9 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   calls_.Stop();
   // The last calls may have moved data after the engine's final poll: the
   // traffic counts it, as the driver's counters do.
-  if (transfers_from_uvm_) {
-    uvm_events_->Flush();
-    migrations_.clear();
-    uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);
-    driver_records_.CountTrailing(migrations_);
+  if (uvm_events_ != nullptr) {
+    DrainMigrations(/*flush=*/true);
+    if (transfers_from_uvm_) driver_records_.CountTrailing(migrations_);
   }
   if (uvm_counters_ != nullptr) uvm_at_end_ = uvm_counters_->Read();
   balloon_.reset();
@@ -692,8 +692,7 @@ absl::Status CudaBackend::Poll(bool flush) {
 }
 
 
-void CudaBackend::TakeMigrations(bool flush) {
-  if (uvm_events_ == nullptr) return;
+void CudaBackend::DrainMigrations(bool flush) {
   if (flush) uvm_events_->Flush();
   migrations_.clear();
   uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);
@@ -709,6 +708,11 @@ void CudaBackend::TakeMigrations(bool flush) {
                    since_start(migration.start_ns), since_start(migration.end_ns));
     }
   }
+}
+
+void CudaBackend::TakeMigrations(bool flush) {
+  if (uvm_events_ == nullptr) return;
+  DrainMigrations(flush);
   if (!transfers_from_uvm_) return;
   // The driver's own events stand in for CUPTI's transfer records.
   std::erase_if(records_, [](const UnifiedMemoryRecord& record) {

@@ -187,9 +187,12 @@ class CudaBackend final : public UvmDriverBackend {
   // Delivers the program events [first, first + count) of the plan, which
   // come before kernel `next_kernel` (the kernel count after the last).
   void DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel);
-  // Takes the driver's migration events into migrations_ (and the log);
-  // where the engine hears transfers from them, they replace CUPTI's
-  // transfer records in records_. `flush`: the run is ending.
+  // Takes the driver's migration events into migrations_, and into the
+  // migration log; `flush` first has the driver report every finished one.
+  void DrainMigrations(bool flush);
+  // DrainMigrations; where the engine hears transfers from the queue, the
+  // events replace CUPTI's transfer records in records_. `flush`: the run
+  // is ending.
   void TakeMigrations(bool flush);
   // Gathers CUPTI records, lets the engine service faults, and hands
   // finished transfers back to it.

@@ -135,17 +135,15 @@ uint64_t DriverRecordReader::Read(
   for (const UnifiedMemoryRecord& record : records) {
     Bin& bin = bins_[BinOf(record.start_ns)];
     const std::optional<uint64_t> address = to_program_(record.address);
-    // Transfers and faults are logged with what they did to the books.
-    const bool logged_below = record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost ||
-                              record.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
-                              record.kind == UnifiedMemoryRecord::Kind::kGpuPageFault;
-    if (!logged_below) Log(record, address, delivered, "");
+    // Each record is logged once, with what it did to the books.
     switch (record.kind) {
       case UnifiedMemoryRecord::Kind::kThrashing:
         ++thrashing_detections_;
+        Log(record, address, delivered, "");
         continue;
       case UnifiedMemoryRecord::Kind::kThrottling:
         if (record.end_ns > record.start_ns) throttled_ns_ += record.end_ns - record.start_ns;
+        Log(record, address, delivered, "");
         continue;
       case UnifiedMemoryRecord::Kind::kBytesHostToDevice:
         CountTransfer(record, address);
@@ -191,7 +189,8 @@ uint64_t DriverRecordReader::Read(
         continue;
       }
       case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice:
-        continue;  // a stream for one GPU sees none
+        Log(record, address, delivered, "");  // a stream for one GPU sees none
+        continue;
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
     }

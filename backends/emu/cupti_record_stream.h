@@ -61,8 +61,8 @@ class CuptiRecordStream {
     PageMask pages;
     uint64_t count = 1;  // the CUPTI records it stands for, at least 1
     // An arrival that a transfer record tells of (the driver copied data
-    // in), as against a fault record: the cuda backend takes the first for
-    // an arrival only where the engine holds no frame for the block.
+    // in), as against a fault record: the first is news to the engine only
+    // where BlockState::ExpectsNoNewsOfACopy says so.
     bool copied = false;
     // When the buffer holding its first CUPTI record was full (set by
     // CollectUntil).

@@ -740,19 +740,7 @@ void SimBackend::DeliverRecords(CuptiRecordStream& records, Nanos flush_start) {
     std::vector<BlockNumber> order;
     while (flushable() && records.front().kind != Kind::kEviction) {
       const CuptiRecordStream::Record& record = records.front();
-      // An arrival older than the block's last eviction the engine has
-      // heard of is over: the block has left since (a populate's fault
-      // record, which comes through CUPTI, reaches the engine after the
-      // eviction the driver's queue reported).
-      auto left = left_at_.find(record.block);
-      bool over = left != left_at_.end() && left->second > record.time;
-      // A transfer may tell the engine nothing new, as the cuda backend
-      // reads it (BlockState::ExpectsNoNewsOfACopy).
-      if (record.copied) {
-        const BlockState* state = engine_->memory_state().Find(record.block);
-        if (state != nullptr && state->ExpectsNoNewsOfACopy()) over = true;
-      }
-      if (record.kind == Kind::kArrival && !over) {
+      if (record.kind == Kind::kArrival && TellsOfArrival(record)) {
         auto [it, inserted] = arrived.try_emplace(record.block, record.pages);
         if (inserted) {
           order.push_back(record.block);
@@ -782,6 +770,21 @@ void SimBackend::DeliverRecords(CuptiRecordStream& records, Nanos flush_start) {
       if (done.empty() && engine_->servicing()) break;  // waits on its own calls
     }
   }
+}
+
+bool SimBackend::TellsOfArrival(const CuptiRecordStream::Record& arrival) const {
+  // An arrival older than the block's last eviction the engine has heard
+  // of is over: the block has left since (a populate's fault record, which
+  // comes through CUPTI, reaches the engine after the eviction the driver's
+  // queue reported).
+  if (auto left = left_at_.find(arrival.block);
+      left != left_at_.end() && left->second > arrival.time) {
+    return false;
+  }
+  // A copy may tell the engine nothing new, as the cuda backend reads it.
+  if (!arrival.copied) return true;
+  const BlockState* state = engine_->memory_state().Find(arrival.block);
+  return state == nullptr || !state->ExpectsNoNewsOfACopy();
 }
 
 bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {

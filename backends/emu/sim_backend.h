@@ -381,6 +381,9 @@ class SimBackend final : public Backend {
   // starting at `flush_start` hands over, in time order, as the cuda
   // backend does.
   void DeliverRecords(CuptiRecordStream& stream, Nanos flush_start);
+  // User mode: whether an arrival record, when it is delivered, tells the
+  // engine of pages it does not know are there.
+  bool TellsOfArrival(const CuptiRecordStream::Record& arrival) const;
   void ForgetQueuedEviction(BlockNumber block);
   // User mode: the driver evicted `block` while the policy's pre-evictions
   // of it were still queued; they complete having moved nothing.

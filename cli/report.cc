@@ -83,6 +83,7 @@ Json RunScalars(const RunResult& run) {
       {"budget_overshoot_max_bytes", s.budget_overshoot_max_bytes},
       {"budget_overshoot_mean_bytes", s.budget_overshoot_mean_bytes},
       {"fault_records", s.fault_records},
+      {"fault_events", s.fault_events},
       {"dropped_records", s.dropped_records},
       {"stale_eviction_records", s.stale_eviction_records},
       {"call_h2d_bytes", s.call_h2d_bytes},

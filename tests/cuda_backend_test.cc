@@ -115,6 +115,24 @@ TEST_F(CudaBackendTest, TheEngineHearsEveryTransferTheDriverCounts) {
   EXPECT_LE(double(s.unrecorded_d2h_bytes), margin(s.d2h_bytes));
 }
 
+// With fault_records=uvm the engine hears of faults from the driver's
+// queue, one event per fault serviced: at least as many as CUPTI's groups
+// count, and every block the driver served is heard of, so the run ends
+// with the books and the driver agreeing on the traffic as before.
+TEST_F(CudaBackendTest, TheEngineHearsEveryFaultTheDriverServices) {
+  absl::StatusOr<RunResult> result = Run("deepum", "0.5", "cuda:fault_records=uvm");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunStats& s = result->stats;
+  ASSERT_GT(s.uvm_h2d_bytes, 0u) << "the driver's tools device could not be read";
+  EXPECT_EQ(s.dropped_records, 0u);
+  EXPECT_GT(s.fault_records, 0u);  // CUPTI's, still counted
+  EXPECT_GE(s.fault_events, s.fault_records);
+  EXPECT_GT(s.faulted_blocks, 0u);
+  EXPECT_GT(s.pre_evictions, 0u);
+  EXPECT_NEAR(double(s.h2d_bytes), double(s.uvm_h2d_bytes),
+              std::max(0.01 * double(s.uvm_h2d_bytes), double(kBlockSize)));
+}
+
 TEST_F(CudaBackendTest, TheCallLogHasARowForEveryCallInTheOrderIssued) {
   const std::string path = ::testing::TempDir() + "/cuda_calls.csv";
   absl::StatusOr<RunResult> result = Run("deepum", "0.5", "cuda:calls=" + path);

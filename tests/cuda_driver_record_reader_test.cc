@@ -172,6 +172,55 @@ TEST_F(DriverRecordReaderTest, AFaultRecordOlderThanItsBlocksEvictionIsOver) {
   EXPECT_EQ(stats.fault_records, 2u);  // both count as CUPTI's
 }
 
+// With faults heard from the driver's queue, each fault event names its
+// block and CUPTI's fault records are counted but tell the engine nothing;
+// without, the events are counted only. A fault and the eviction of its
+// block read together leave the block gone, whatever their order in the
+// read.
+TEST_F(DriverRecordReaderTest, FaultEventsTellTheEngineWhereTheyAreHeard) {
+  using Kind = UnifiedMemoryRecord::Kind;
+  const uint64_t first = ProgramBuilder::BlockAddress(1);
+  const uint64_t second = ProgramBuilder::BlockAddress(2);
+  const uint64_t third = ProgramBuilder::BlockAddress(3);
+  for (const bool from_events : {false, true}) {
+    SCOPED_TRACE(from_events ? "fault_records=uvm" : "fault_records=cupti");
+    DriverRecordReader reader(/*driver_evicts=*/true,
+                              [](uint64_t address) -> std::optional<uint64_t> { return address; });
+    reader.HearFaultsFromEvents(from_events);
+    FaultBuffer faults(4 * kPagesPerBlock);
+    std::vector<UnifiedMemoryRecord> records = {
+        {Kind::kGpuPageFault, Cause::kUnknown, first, 3, 10, 12},
+        {Kind::kFaultEvent, Cause::kUnknown, first + kPageSize, 1, 11, 0},
+        {Kind::kFaultEvent, Cause::kUnknown, second, 1, 12, 0},
+        {Kind::kFaultEvent, Cause::kUnknown, second + 2 * kPageSize, 1, 13, 0},
+        {Kind::kFaultEvent, Cause::kUnknown, third, 1, 14, 0},
+        {Kind::kBytesDeviceToHost, Cause::kEviction, third, kBlockSize, 15, 16}};
+    const uint64_t arriving = reader.Read(records, engine_, faults, 0, 0, nullptr);
+    std::vector<FaultEntry> taken(faults.size());
+    faults.Fetch(absl::MakeSpan(taken));
+    std::vector<BlockNumber> blocks;
+    for (const FaultEntry& fault : taken) {
+      if (blocks.empty() || blocks.back() != BlockOfPage(fault.page)) {
+        blocks.push_back(BlockOfPage(fault.page));
+      }
+    }
+    if (from_events) {
+      // Every faulted block once, in fault order; the third left in the
+      // same read.
+      EXPECT_EQ(blocks, (std::vector<BlockNumber>{BlockOfAddress(first), BlockOfAddress(second)}));
+      EXPECT_EQ(arriving, 2u);
+    } else {
+      EXPECT_EQ(blocks, std::vector<BlockNumber>{BlockOfAddress(first)});
+      EXPECT_EQ(arriving, 1u);
+    }
+    RunStats stats;
+    reader.FillStatistics(stats);
+    EXPECT_EQ(stats.fault_records, 1u);
+    EXPECT_EQ(stats.faults, 3u);
+    EXPECT_EQ(stats.fault_events, 4u);
+  }
+}
+
 }  // namespace
 }  // namespace umlab::cuda
 

@@ -35,6 +35,21 @@ class UvmEventRingTest : public ::testing::Test {
     control_.put_ahead = control_.put_behind = put_;
   }
 
+  // Writes one GPU fault event at UvmEventGpuFaultInfo_V2's offsets.
+  void WriteFault(uint16_t gpu, uint64_t address, uint64_t service_cpu, uint64_t written_gpu,
+                  uint32_t batch) {
+    unsigned char* slot = events_.data() + size_t{put_} * kUvmEventBytes;
+    std::memset(slot, 0, kUvmEventBytes);
+    slot[0] = kUvmGpuFaultEvent;
+    std::memcpy(slot + 2, &gpu, 2);
+    std::memcpy(slot + 8, &address, 8);
+    std::memcpy(slot + 16, &service_cpu, 8);
+    std::memcpy(slot + 24, &written_gpu, 8);
+    std::memcpy(slot + 32, &batch, 4);
+    put_ = (put_ + 1) % kEntries;
+    control_.put_ahead = control_.put_behind = put_;
+  }
+
   std::vector<unsigned char> events_ = std::vector<unsigned char>(kEntries * kUvmEventBytes);
   UvmEventControl control_ = {};
   uint32_t put_ = 0;
@@ -69,7 +84,7 @@ TEST_F(UvmEventRingTest, ReadsAcrossTheEndOfTheRingAndPassesOverOtherEvents) {
   ring_.Drain(records, 0);
   ASSERT_EQ(records.size(), 3u);
   // Slots 3, 0 and 1: the ring wraps.
-  Write(3 /*UvmEventTypeGpuFault*/, 0, 0, 0, 0x4000, 0, 70, 0);
+  Write(4 /*UvmEventTypeGpuFaultReplay*/, 0, 0, 0, 0x4000, 0, 70, 0);
   Write(kUvmMigrationEvent, 2, 0, 1, 0x5000, 4096, 80, 90);
   Write(kUvmMigrationEvent, 2, 1, 2, 0x6000, 4096, 100, 110);
   records.clear();
@@ -84,10 +99,29 @@ TEST_F(UvmEventRingTest, ReadsAcrossTheEndOfTheRingAndPassesOverOtherEvents) {
   EXPECT_TRUE(records.empty());
 }
 
-TEST_F(UvmEventRingTest, TheDriversDropCountForMigrationsIsReadBack) {
+// A fault event names the faulting address and is stamped when the GPU
+// wrote the fault, on the migrations' clock.
+TEST_F(UvmEventRingTest, GpuFaultsBecomeFaultEventsStampedWhenTheGpuRaisedThem) {
+  WriteFault(/*gpu=*/1, 0x7f0000201000, /*service_cpu=*/99999, /*written_gpu=*/5000, 17);
+  Write(kUvmMigrationEvent, 2, 0, 1, 0x7f0000200000, 2 << 20, 5200, 5400);
+  std::vector<UnifiedMemoryRecord> records;
+  ring_.Drain(records, /*gpu_to_records_ns=*/100);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].kind, UnifiedMemoryRecord::Kind::kFaultEvent);
+  EXPECT_EQ(records[0].address, 0x7f0000201000u);
+  EXPECT_EQ(records[0].value, 1u);
+  EXPECT_EQ(records[0].start_ns, 5100u);
+  EXPECT_EQ(records[0].end_ns, 0u);
+  EXPECT_EQ(records[0].source, 1u);
+  EXPECT_EQ(records[1].kind, UnifiedMemoryRecord::Kind::kBytesHostToDevice);
+  EXPECT_STREQ(KindName(records[0].kind), "fault_event");
+}
+
+TEST_F(UvmEventRingTest, TheDriversDropCountsForMigrationsAndFaultsAreReadBack) {
   control_.dropped[kUvmMigrationEvent] = 7;
-  control_.dropped[3] = 100;  // faults: not this ring's business
-  EXPECT_EQ(ring_.dropped_migrations(), 7u);
+  control_.dropped[kUvmGpuFaultEvent] = 100;
+  control_.dropped[4] = 1000;  // replays: not read
+  EXPECT_EQ(ring_.dropped_events(), 107u);
 }
 
 }  // namespace

@@ -297,21 +297,25 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   cupti_start_ = CuptiFaultStream::Timestamp();
   // Every transfer the driver makes, from a queue of umlab's own; without
   // it the engine hears CUPTI's transfer records, as it did before.
-  if (absl::StatusOr<std::unique_ptr<UvmEventQueue>> events = UvmEventQueue::Open();
+  const bool want_fault_events = options_.fault_records == CudaOptions::RecordSource::kUvm;
+  if (absl::StatusOr<std::unique_ptr<UvmEventQueue>> events =
+          UvmEventQueue::Open(want_fault_events);
       events.ok()) {
     uvm_events_ = std::move(*events);
     uvm_events_->Flush();
-    migrations_.clear();
-    uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);  // nothing before the run counts
-  } else if (options_.transfers == CudaOptions::TransferSource::kUvm) {
-    std::fprintf(stderr, "umlab: %s; the engine hears CUPTI's transfer records instead\n",
+    queue_events_.clear();
+    uvm_events_->Drain(queue_events_, cupti_minus_gpu_ns_);  // nothing before the run counts
+  } else if (options_.transfers == CudaOptions::RecordSource::kUvm || want_fault_events) {
+    std::fprintf(stderr, "umlab: %s; the engine hears CUPTI's records instead\n",
                  std::string(events.status().message()).c_str());
   } else if (!options_.migration_log.empty()) {
     std::fprintf(stderr, "umlab: %s; the migration log stays empty\n",
                  std::string(events.status().message()).c_str());
   }
   transfers_from_uvm_ =
-      uvm_events_ != nullptr && options_.transfers == CudaOptions::TransferSource::kUvm;
+      uvm_events_ != nullptr && options_.transfers == CudaOptions::RecordSource::kUvm;
+  faults_from_uvm_ = uvm_events_ != nullptr && want_fault_events;
+  driver_records_.HearFaultsFromEvents(faults_from_uvm_);
   // A complete count of the run's traffic beside the records, read after
   // the queue was opened and emptied, so that both count from here
   // (uvm_tools_counters.h). Not having it is no reason to stop the run.
@@ -354,8 +358,8 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   // The last calls may have moved data after the engine's final poll: the
   // traffic counts it, as the driver's counters do.
   if (uvm_events_ != nullptr) {
-    DrainMigrations(/*flush=*/true);
-    if (transfers_from_uvm_) driver_records_.CountTrailing(migrations_);
+    DrainDriverQueue(/*flush=*/true);
+    if (transfers_from_uvm_) driver_records_.CountTrailing(queue_events_);
   }
   if (uvm_counters_ != nullptr) uvm_at_end_ = uvm_counters_->Read();
   balloon_.reset();
@@ -663,7 +667,7 @@ absl::Status CudaBackend::Poll(bool flush) {
   if (flush) cupti_->Flush();
   records_.clear();
   cupti_->Drain(records_);
-  TakeMigrations(flush);
+  TakeDriverQueue(flush);
   const uint64_t arriving = driver_records_.Read(
       records_, *engine_, faults_, current_exec_id_, now,
       [this](uint64_t program_address, uint64_t start_ns) {
@@ -692,35 +696,40 @@ absl::Status CudaBackend::Poll(bool flush) {
 }
 
 
-void CudaBackend::DrainMigrations(bool flush) {
+void CudaBackend::DrainDriverQueue(bool flush) {
   if (flush) uvm_events_->Flush();
-  migrations_.clear();
-  uvm_events_->Drain(migrations_, cupti_minus_gpu_ns_);
+  queue_events_.clear();
+  uvm_events_->Drain(queue_events_, cupti_minus_gpu_ns_);
   if (migration_log_ != nullptr) {
     const auto since_start = [this](uint64_t t) {
-      return static_cast<long long>(t) - static_cast<long long>(cupti_start_);
+      return t == 0 ? -1LL : static_cast<long long>(t) - static_cast<long long>(cupti_start_);
     };
-    for (const UnifiedMemoryRecord& migration : migrations_) {
+    for (const UnifiedMemoryRecord& event : queue_events_) {
       std::fprintf(migration_log_.get(), "%s,%s,0x%llx,%llu,%lld,%lld\n",
-                   KindName(migration.kind), CauseName(migration.cause),
-                   static_cast<unsigned long long>(migration.address),
-                   static_cast<unsigned long long>(migration.value),
-                   since_start(migration.start_ns), since_start(migration.end_ns));
+                   KindName(event.kind), CauseName(event.cause),
+                   static_cast<unsigned long long>(event.address),
+                   static_cast<unsigned long long>(event.value), since_start(event.start_ns),
+                   since_start(event.end_ns));
     }
   }
 }
 
-void CudaBackend::TakeMigrations(bool flush) {
+void CudaBackend::TakeDriverQueue(bool flush) {
   if (uvm_events_ == nullptr) return;
-  DrainMigrations(flush);
-  if (!transfers_from_uvm_) return;
-  // The driver's own events stand in for CUPTI's transfer records.
-  std::erase_if(records_, [](const UnifiedMemoryRecord& record) {
-    return record.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
-           record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost ||
-           record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToDevice;
-  });
-  records_.insert(records_.end(), migrations_.begin(), migrations_.end());
+  DrainDriverQueue(flush);
+  if (transfers_from_uvm_) {
+    // The driver's own events stand in for CUPTI's transfer records.
+    std::erase_if(records_, [](const UnifiedMemoryRecord& record) {
+      return record.kind == UnifiedMemoryRecord::Kind::kBytesHostToDevice ||
+             record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToHost ||
+             record.kind == UnifiedMemoryRecord::Kind::kBytesDeviceToDevice;
+    });
+  }
+  for (const UnifiedMemoryRecord& event : queue_events_) {
+    if (transfers_from_uvm_ || event.kind == UnifiedMemoryRecord::Kind::kFaultEvent) {
+      records_.push_back(event);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -759,7 +768,7 @@ void CudaBackend::FillStatistics() {
     stats.uvm_d2h_bytes = uvm_at_end_.from_device - uvm_at_start_.from_device;
   }
   stats.dropped_records = cupti_->dropped();
-  if (transfers_from_uvm_) stats.dropped_records += uvm_events_->dropped();
+  if (transfers_from_uvm_ || faults_from_uvm_) stats.dropped_records += uvm_events_->dropped();
   stats.dropped_faults = faults_.dropped();
   for (size_t i = 0; i < stats.per_iteration.size() && i < iteration_first_kernel_.size(); ++i) {
     // From the iteration's first kernel's begin to the next one's, or to
@@ -846,10 +855,18 @@ UMLAB_REGISTER_BACKEND(
        "read by umlab; falls back to cupti where /dev/nvidia-uvm-tools cannot be used) or "
        "cupti (CUPTI's records, which lose some while a policy pre-evicts; docs/cuda.md)",
        {},
-       {"uvm", "cupti"}},  // CudaOptions::TransferSource's order
+       {"uvm", "cupti"}},  // CudaOptions::RecordSource's order
+      {"fault_records", ParamType::kString, "cupti",
+       "where the engine hears of the faults the driver serviced: uvm (the driver's own event "
+       "queue: every fault, within a poll; falls back to cupti as transfers does) or cupti "
+       "(CUPTI's fault records: one per fault group, naming one address, late); CUPTI's are "
+       "counted as faults and fault_records either way",
+       {},
+       {"uvm", "cupti"}},
       {"migrations", ParamType::kString, "",
        "write every migration the driver's event queue reports (direction, cause, address, "
-       "bytes, begin and end on the records' clock) to this CSV file"},
+       "bytes, begin and end on the records' clock), and with fault_records=uvm every fault "
+       "event (kind fault_event, when the GPU raised it), to this CSV file"},
       {"records", ParamType::kString, "",
        "write every unified-memory record the engine hears (CUPTI's faults, the transfers with "
        "their cause, the driver's thrashing and throttling) to this CSV file"},
@@ -872,7 +889,9 @@ UMLAB_REGISTER_BACKEND(
        options.poll_interval_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
        options.flush_interval_ns = static_cast<Nanos>(params.Double("flush_us") * 1e3);
        options.record_log = params.String("records");
-       options.transfers = static_cast<CudaOptions::TransferSource>(params.Choice("transfers"));
+       options.transfers = static_cast<CudaOptions::RecordSource>(params.Choice("transfers"));
+       options.fault_records =
+           static_cast<CudaOptions::RecordSource>(params.Choice("fault_records"));
        options.migration_log = params.String("migrations");
        options.forced_flush = params.Bool("forced_flush");
        options.record_buffer_bytes = static_cast<size_t>(params.Int("buffer_kb")) << 10;

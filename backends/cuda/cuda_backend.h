@@ -116,10 +116,15 @@ struct CudaOptions {
   uint64_t driver_reserve_bytes = uint64_t{2} << 20;
   // Where the engine hears of the driver's transfers: the UVM driver's own
   // event queue, umlab's (uvm_event_queue.h), or CUPTI's records, which
-  // lose some while pre-evictions run. Faults, thrashing and throttling
-  // come from CUPTI either way.
-  enum class TransferSource { kUvm, kCupti };
-  TransferSource transfers = TransferSource::kUvm;
+  // lose some while pre-evictions run.
+  enum class RecordSource { kUvm, kCupti };
+  RecordSource transfers = RecordSource::kUvm;
+  // Where it hears of the faults the driver serviced: the same queue's
+  // fault events, one per fault, within a poll; or CUPTI's fault records,
+  // one per group naming one address, late. CUPTI's records are counted
+  // either way (faults, fault_records). Thrashing and throttling come from
+  // CUPTI.
+  RecordSource fault_records = RecordSource::kCupti;
   // When set, every migration the driver's event queue reports is written
   // here as CSV, whichever source the engine hears.
   std::string migration_log;
@@ -187,13 +192,14 @@ class CudaBackend final : public UvmDriverBackend {
   // Delivers the program events [first, first + count) of the plan, which
   // come before kernel `next_kernel` (the kernel count after the last).
   void DeliverBetween(uint64_t first, uint64_t count, uint64_t next_kernel);
-  // Takes the driver's migration events into migrations_, and into the
-  // migration log; `flush` first has the driver report every finished one.
-  void DrainMigrations(bool flush);
-  // DrainMigrations; where the engine hears transfers from the queue, the
-  // events replace CUPTI's transfer records in records_. `flush`: the run
-  // is ending.
-  void TakeMigrations(bool flush);
+  // Takes the driver's queued events (its migrations, and its faults with
+  // fault_records=uvm) into queue_events_, and into the migration log;
+  // `flush` first has the driver report every finished migration.
+  void DrainDriverQueue(bool flush);
+  // DrainDriverQueue, then into records_ what the engine hears from the
+  // queue: its transfers in place of CUPTI's transfer records
+  // (transfers=uvm), and its fault events. `flush`: the run is ending.
+  void TakeDriverQueue(bool flush);
   // Gathers CUPTI records, lets the engine service faults, and hands
   // finished transfers back to it.
   absl::Status Poll(bool flush);
@@ -221,11 +227,12 @@ class CudaBackend final : public UvmDriverBackend {
   // available), read when the run starts and ends.
   std::unique_ptr<UvmToolsCounters> uvm_counters_;
   UvmToolsCounters::Bytes uvm_at_start_, uvm_at_end_;
-  // The driver's migration events (none where its tools device is not
-  // available), and whether the engine hears its transfers from them.
+  // The driver's event queue (none where its tools device is not
+  // available), and whether the engine hears its transfers from it.
   std::unique_ptr<UvmEventQueue> uvm_events_;
   bool transfers_from_uvm_ = false;
-  std::vector<UnifiedMemoryRecord> migrations_;
+  bool faults_from_uvm_ = false;
+  std::vector<UnifiedMemoryRecord> queue_events_;
   CsvLog migration_log_ = NoCsvLog();
   uint32_t current_exec_id_ = 0;
   EventSink* recorder_ = nullptr;

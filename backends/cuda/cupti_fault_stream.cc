@@ -115,6 +115,7 @@ const char* KindName(UnifiedMemoryRecord::Kind kind) {
     case UnifiedMemoryRecord::Kind::kThrashing: return "thrashing";
     case UnifiedMemoryRecord::Kind::kThrottling: return "throttling";
     case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice: return "d2d";
+    case UnifiedMemoryRecord::Kind::kFaultEvent: return "fault_event";
   }
   return "unknown";
 }

@@ -24,6 +24,10 @@ struct UnifiedMemoryRecord {
     kThrashing,   // the driver found a region bouncing between processors
     kThrottling,  // the driver held a processor's faults on a region back
     kBytesDeviceToDevice,  // between GPUs (a stream started for all devices)
+    // One fault the driver serviced, from its own event queue
+    // (uvm_event_queue.h): where CUPTI's fault record names one address of
+    // a group, these name every fault.
+    kFaultEvent,
   };
   // Why the driver moved bytes (CUPTI's migration cause, same numbering).
   enum class Cause : uint8_t {

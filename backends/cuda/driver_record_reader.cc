@@ -121,10 +121,11 @@ uint64_t DriverRecordReader::Read(
                    [](const UnifiedMemoryRecord& a, const UnifiedMemoryRecord& b) {
                      return a.start_ns < b.start_ns;
                    });
-  std::vector<BlockNumber> faulted;
+  // Each block once, in the order first heard, with when that was.
+  std::vector<std::pair<BlockNumber, uint64_t>> faulted;
   absl::flat_hash_set<BlockNumber> seen;
-  auto arrived = [&](BlockNumber block) {
-    if (seen.insert(block).second) faulted.push_back(block);
+  auto arrived = [&](BlockNumber block, uint64_t time_ns) {
+    if (seen.insert(block).second) faulted.emplace_back(block, time_ns);
   };
   // Every block a transfer record's bytes cover.
   auto for_each_block = [](uint64_t address, uint64_t bytes, auto&& visit) {
@@ -158,7 +159,7 @@ uint64_t DriverRecordReader::Read(
             // A block the engine holds in part is news: the driver filled
             // the rest.
             const BlockState* state = engine.memory_state().Find(block);
-            if (state == nullptr || !state->ExpectsNoNewsOfACopy()) arrived(block);
+            if (state == nullptr || !state->ExpectsNoNewsOfACopy()) arrived(block, record.start_ns);
           });
         }
         Log(record, address, delivered, "");
@@ -191,6 +192,22 @@ uint64_t DriverRecordReader::Read(
       case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice:
         Log(record, address, delivered, "");  // a stream for one GPU sees none
         continue;
+      case UnifiedMemoryRecord::Kind::kFaultEvent: {
+        // One fault the driver serviced, told by its own queue within a poll.
+        const char* outcome = "";
+        if (address.has_value()) {
+          ++fault_events_;
+          if (!faults_from_events_) {
+            outcome = "counted";
+          } else if (LeftSince(BlockOfAddress(*address), record.start_ns)) {
+            outcome = "left";
+          } else {
+            arrived(BlockOfAddress(*address), record.start_ns);
+          }
+        }
+        Log(record, address, delivered, outcome);
+        continue;
+      }
       case UnifiedMemoryRecord::Kind::kGpuPageFault:
         break;
     }
@@ -200,12 +217,16 @@ uint64_t DriverRecordReader::Read(
     }
     ++fault_records_;
     bin.faults += record.value;
+    if (on_fault) on_fault(*address, record.start_ns);
+    if (faults_from_events_) {  // the queue's fault events tell the engine
+      Log(record, address, delivered, "counted");
+      continue;
+    }
     // A fault record comes through CUPTI, late; where the driver's own queue
     // has told of the block's eviction since, the arrival it reports is over.
     const bool over = LeftSince(BlockOfAddress(*address), record.start_ns);
-    if (!over) arrived(BlockOfAddress(*address));
+    if (!over) arrived(BlockOfAddress(*address), record.start_ns);
     Log(record, address, delivered, over ? "left" : "");
-    if (on_fault) on_fault(*address, record.start_ns);
   }
   // A record names one faulting address of a group, and the driver's own
   // prefetcher populates around it, often the whole 2 MB block. So that the
@@ -214,7 +235,9 @@ uint64_t DriverRecordReader::Read(
   // is reported as faulted. CUPTI does not say which SM faulted or whether
   // it wrote.
   uint64_t arriving = 0;
-  for (BlockNumber block : faulted) {
+  for (const auto& [block, heard_at] : faulted) {
+    // The driver began evicting it after, in this same read: over.
+    if (LeftSince(block, heard_at)) continue;
     const BlockState* state = engine.memory_state().Find(block);
     if (state == nullptr || !state->has_frame) ++arriving;
     const PageNumber first = FirstPageOfBlock(block);
@@ -227,6 +250,7 @@ uint64_t DriverRecordReader::Read(
 
 void DriverRecordReader::FillStatistics(RunStats& stats) const {
   stats.fault_records = fault_records_;
+  stats.fault_events = fault_events_;
   stats.thrashing_detections = thrashing_detections_;
   stats.throttled_ns = static_cast<Nanos>(throttled_ns_);
   stats.stale_eviction_records = stale_evictions_;

@@ -40,6 +40,12 @@ class DriverRecordReader {
   // so its eviction records change the engine's books.
   DriverRecordReader(bool driver_evicts, ToProgram to_program);
 
+  // Whether the engine hears of faults from the driver's own queue
+  // (fault events, which name every fault within a poll) rather than from
+  // CUPTI's fault records (which name one address of a group, late); the
+  // latter are still counted (faults, fault_records) and logged ("counted").
+  void HearFaultsFromEvents(bool from_events) { faults_from_events_ = from_events; }
+
   // Opens the record log; "" for none.
   absl::Status OpenLog(const std::string& path);
   // The run starts now, on CUPTI's clock: times in the log count from here,
@@ -94,6 +100,7 @@ class DriverRecordReader {
 
   const bool driver_evicts_;
   const ToProgram to_program_;
+  bool faults_from_events_ = false;
   CsvLog log_ = NoCsvLog();
   uint64_t cupti_start_ = 0;
   std::vector<uint64_t> iteration_starts_;  // CUPTI timestamps
@@ -102,6 +109,7 @@ class DriverRecordReader {
   // When the driver last began evicting each block (its eviction records).
   absl::flat_hash_map<BlockNumber, uint64_t> left_at_;
   uint64_t fault_records_ = 0;
+  uint64_t fault_events_ = 0;  // in the program's memory
   uint64_t thrashing_detections_ = 0;
   uint64_t throttled_ns_ = 0;
   uint64_t stale_evictions_ = 0;

@@ -18,7 +18,7 @@ constexpr size_t kPage = 4096;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<UvmEventQueue>> UvmEventQueue::Open(uint32_t entries) {
+absl::StatusOr<std::unique_ptr<UvmEventQueue>> UvmEventQueue::Open(bool faults, uint32_t entries) {
   if (entries < 2 || (entries & (entries - 1)) != 0) {
     return absl::InvalidArgumentError("UVM event queue: its size must be a power of two");
   }
@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<UvmEventQueue>> UvmEventQueue::Open(uint32_t entr
   spec.control = control;
   spec.subscribe_ioctl = kEnableEvents;
   spec.subscribe_flags = uint64_t{1} << kUvmMigrationEvent;
+  if (faults) spec.subscribe_flags |= uint64_t{1} << kUvmGpuFaultEvent;
   absl::StatusOr<UvmToolsTracker> tracker = OpenUvmToolsTracker(spec);
   if (!tracker.ok()) {
     std::free(events);

@@ -1,6 +1,8 @@
 // The UVM driver's migration events, read from an event queue of umlab's
 // own on the UVM tools device: every transfer the driver makes, each way,
-// with its cause and its begin and end on the GPU's clock.
+// with its cause and its begin and end on the GPU's clock; and, if asked
+// for, every GPU fault it services, with its address and when the GPU
+// raised it.
 //
 // CUPTI builds its unified-memory records from the same events, through a
 // queue of its own that it drains from its API; while a policy's
@@ -28,8 +30,9 @@ namespace umlab::cuda {
 
 class UvmEventQueue {
  public:
-  // `entries`: a power of two, at least 2.
-  static absl::StatusOr<std::unique_ptr<UvmEventQueue>> Open(uint32_t entries = 1u << 18);
+  // `entries`: a power of two, at least 2. `faults`: the GPU faults too.
+  static absl::StatusOr<std::unique_ptr<UvmEventQueue>> Open(bool faults = false,
+                                                             uint32_t entries = 1u << 18);
   ~UvmEventQueue();
   UvmEventQueue(const UvmEventQueue&) = delete;
   UvmEventQueue& operator=(const UvmEventQueue&) = delete;
@@ -37,14 +40,14 @@ class UvmEventQueue {
   // The driver reports a migration once its copy is seen finished, which
   // may wait on the channel; this has it report every finished one now.
   void Flush();
-  // Appends the migrations queued so far as transfer records, their times
-  // on the records' clock: `gpu_to_records_ns` is added to the GPU's.
-  // One thread at a time.
+  // Appends the migrations queued so far as transfer records, and the
+  // faults as fault events, their times on the records' clock:
+  // `gpu_to_records_ns` is added to the GPU's. One thread at a time.
   void Drain(std::vector<UnifiedMemoryRecord>& out, uint64_t gpu_to_records_ns) {
     ring_.Drain(out, gpu_to_records_ns);
   }
-  // Migrations the driver dropped because this queue was full.
-  uint64_t dropped() const { return ring_.dropped_migrations(); }
+  // Events the driver dropped because this queue was full.
+  uint64_t dropped() const { return ring_.dropped_events(); }
 
  private:
   UvmEventQueue(int tools_fd, int uvm_fd, unsigned char* events, uint32_t entries,

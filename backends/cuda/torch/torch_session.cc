@@ -231,6 +231,8 @@ void TorchSession::Drain() {
         break;
       case UnifiedMemoryRecord::Kind::kBytesDeviceToDevice:
         break;  // one GPU: none
+      case UnifiedMemoryRecord::Kind::kFaultEvent:
+        break;  // CUPTI's stream carries none
     }
   }
 }

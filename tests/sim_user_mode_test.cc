@@ -434,9 +434,10 @@ TEST(SimUserModeTest, APopulateBesideTheBatchsFirstFaultIsNeverHeardOf) {
       .Access(ProgramBuilder::BlockAddress(0), kPageSize, true)
       .Access(ProgramBuilder::BlockAddress(1), kPageSize, true)
       .End(1);
-  const auto heard = [&](SimOptions::PopulateRecords populates) {
+  const auto heard = [&](SimOptions::PopulateRecords populates, bool faults_from_queue = false) {
     SimOptions options{.policy_from_user = true, .cupti = Unbuffered(0)};
     options.populate_records = populates;
+    options.faults_from_queue = faults_from_queue;
     std::vector<Nanos> when;
     for (int block : {0, 1}) {
       HearsOfBlock policy(BlockOfAddress(ProgramBuilder::BlockAddress(block)));
@@ -452,6 +453,12 @@ TEST(SimUserModeTest, APopulateBesideTheBatchsFirstFaultIsNeverHeardOf) {
   const std::vector<Nanos> all = heard(SimOptions::PopulateRecords::kAll);
   EXPECT_GE(all[0], 0);
   EXPECT_GE(all[1], 0);
+  // The driver's own queue tells of every fault of the batch, within a
+  // poll, before CUPTI's record would.
+  const std::vector<Nanos> queued = heard(SimOptions::PopulateRecords::kFirstFault, true);
+  EXPECT_GE(queued[0], 0);
+  EXPECT_GE(queued[1], 0);
+  EXPECT_LE(queued[0], first_fault[0]);
 }
 
 TEST(SimUserModeTest, EveryPolicyKeepsTheBooksStraightOnAModel) {

@@ -44,7 +44,7 @@ class SimBackend::DriverPort final : public Backend {
   void SetListener(TransferListener* /*listener*/) override {}
   size_t FetchFaults(absl::Span<FaultEntry> out) override {
     const size_t count = device_.fault_buffer_.Fetch(out);
-    if (count > 0) device_.RecordFaultBatch(BlockOfPage(out[0].page));
+    if (count > 0) device_.RecordFaultBatch(out.first(count));
     return count;
   }
   void Migrate(const Transfer& transfer) override { device_.SubmitDriverMigration(transfer); }
@@ -1068,7 +1068,7 @@ void SimBackend::SubmitDriverMigration(const Transfer& transfer) {
     unheard_.erase(own.block);
   } else if (options_.populate_records == SimOptions::PopulateRecords::kAll) {
     RecordArrival(own.block);
-  } else if (moving.any() && own.block != batch_named_block_) {
+  } else if (moving.any() && !batch_named_blocks_.contains(own.block)) {
     unheard_.insert(own.block);
   }
   Submit(own);
@@ -1105,8 +1105,25 @@ void SimBackend::RecordTransfer(CuptiRecordStream::Record::Kind kind, BlockNumbe
                  cupti_records});
 }
 
-void SimBackend::RecordFaultBatch(BlockNumber first_fault_block) {
-  batch_named_block_ = first_fault_block;
+void SimBackend::RecordFaultBatch(absl::Span<const FaultEntry> batch) {
+  const BlockNumber first_fault_block = BlockOfPage(batch.front().page);
+  batch_named_blocks_.clear();
+  if (options_.faults_from_queue) {
+    // The driver's queue tells of every fault as the batch's service
+    // begins; the engine takes each block once per poll (DeliverRecords).
+    for (const FaultEntry& fault : batch) {
+      const BlockNumber block = BlockOfPage(fault.page);
+      if (!batch_named_blocks_.insert(block).second) continue;
+      unheard_.erase(block);
+      queue_records_.Push(
+          {clock_.now(), CuptiRecordStream::Record::Kind::kArrival, block, FullPageMask(), 1});
+    }
+    // CUPTI's fault record still fills its buffers.
+    records_.Push({clock_.now(), CuptiRecordStream::Record::Kind::kOther, first_fault_block,
+                   PageMask(), 1});
+    return;
+  }
+  batch_named_blocks_.insert(first_fault_block);
   unheard_.erase(first_fault_block);
   // One fault record per batch, naming its first fault; under kAll every
   // migration has a record of its own instead.
@@ -1446,9 +1463,16 @@ UMLAB_REGISTER_BACKEND(
             "(CUPTI's records, with its collections, buffers and flushes)",
             {},
             {"uvm", "cupti"}},
+           {"fault_records", ParamType::kString, "cupti",
+            "policy_from=user: where the engine hears of the faults the driver serviced, as the "
+            "cuda backend's fault_records: uvm (the driver's event queue: every faulted block of "
+            "a batch, within a poll) or cupti (CUPTI's fault record of each batch, naming its "
+            "first fault, late; populate_records says what else is recorded)",
+            {},
+            {"uvm", "cupti"}},
            {"poll_us", ParamType::kDouble, "20",
-            "policy_from=user, transfers=uvm: how often the engine drains the driver's event "
-            "queue, as the cuda backend's poll_us",
+            "policy_from=user, transfers=uvm or fault_records=uvm: how often the engine drains "
+            "the driver's event queue, as the cuda backend's poll_us",
             ParamRange::AtLeast(0)},
            {"populate_records", ParamType::kString, "first-fault",
             "policy_from=user: what CUPTI records of the driver's populates (pages with no data "
@@ -1488,6 +1512,7 @@ UMLAB_REGISTER_BACKEND(
             options.cupti.buffer_records =
                 static_cast<uint64_t>(params.Int("buffer_kb")) * 1024 / kCuptiRecordBytes;
             options.transfers_from_queue = params.Choice("transfers") == 0;
+            options.faults_from_queue = params.Choice("fault_records") == 0;
             options.poll_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
             options.populate_records = params.Choice("populate_records") == 0
                                            ? SimOptions::PopulateRecords::kFirstFault

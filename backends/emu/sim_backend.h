@@ -85,6 +85,14 @@ struct SimOptions {
   // does with transfers=cupti. Fault records come through CUPTI either way,
   // and CUPTI's buffers still fill with the transfer records too.
   bool transfers_from_queue = true;
+  // User mode: whether the engine hears of the faults the driver serviced
+  // from the same queue, every fault of a batch as its service begins,
+  // within a poll (the cuda backend's fault_records=uvm); or from CUPTI's
+  // fault records, one per batch naming its first fault, through CUPTI's
+  // collections, buffers and flushes (fault_records=cupti, what
+  // populate_records shapes). CUPTI's buffers fill with its fault records
+  // either way.
+  bool faults_from_queue = false;
   Nanos poll_ns = 20000;
   // User mode: the policy spec that models the driver's own fault service.
   // The driver's tree prefetcher runs under every policy on the GPU (three
@@ -366,9 +374,10 @@ class SimBackend final : public Backend {
   // from the driver's event queue or from CUPTI (SimOptions::transfers_from_queue).
   void RecordTransfer(CuptiRecordStream::Record::Kind kind, BlockNumber block,
                       const PageMask& pages, uint64_t cupti_records);
-  // User mode: the driver fetched a fault batch whose first fault lies in
-  // `first_fault_block`: CUPTI's fault record names that block.
-  void RecordFaultBatch(BlockNumber first_fault_block);
+  // User mode: the driver fetched the fault batch `batch`: CUPTI's fault
+  // record names the block of its first fault, the driver's queue every
+  // block of it (SimOptions::faults_from_queue).
+  void RecordFaultBatch(absl::Span<const FaultEntry> batch);
   // User mode: an eviction call of `pages` takes back those of them still
   // on their way to the device; returns them.
   PageMask CatchLanding(BlockNumber block, const PageMask& pages);
@@ -505,10 +514,11 @@ class SimBackend final : public Backend {
   CuptiRecordStream queue_records_;
   // When the engine last heard that the driver began evicting each block.
   absl::flat_hash_map<BlockNumber, Nanos> left_at_;
-  // The block of the first fault in the driver's current batch, which its
-  // fault record names, and the blocks the driver has populated since a
-  // record last named them: the engine's books cannot know those pages.
-  BlockNumber batch_named_block_ = 0;
+  // The blocks of the driver's current batch that the engine will hear of
+  // (the first fault's, or with faults_from_queue every one), and the
+  // blocks the driver has populated since a record last named them: the
+  // engine's books cannot know those pages.
+  absl::flat_hash_set<BlockNumber> batch_named_blocks_;
   absl::flat_hash_set<BlockNumber> unheard_;
   // Delivered faults the run's engine has yet to fetch, and its fault
   // migrations (complete at once) waiting to be told so.

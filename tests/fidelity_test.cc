@@ -35,18 +35,6 @@ constexpr double kDemandTraffic = 0.05;
 constexpr double kDeepumTime = 0.30;
 constexpr double kDeepumTraffic = 0.20;
 
-// Where the model misses the bound today (docs/fidelity.md, "Every transfer
-// counted"): resnet50's bytes out under deepum are predicted 20.1% short of
-// the mean of three GPU runs that spread by 7%. The case is held where it
-// stands, so that the test fails when the model closes the gap (hold the
-// case to kDeepumTraffic again) as much as when it widens.
-struct KnownGap {
-  const char* workload;
-  const char* key;
-  double low, high;  // the error's range
-};
-constexpr KnownGap kKnownGaps[] = {{"resnet50", "d2h_bytes", -0.25, -0.20}};
-
 // Under the sanitizers only mlp: these cases check the model's numbers, and
 // each larger replay takes minutes there (gpt2-small 301 s, resnet50 217 s
 // in CI's sanitized build) for code mlp's replay already runs.
@@ -111,19 +99,9 @@ double Error(double predicted, const nlohmann::json& measured, const char* key) 
   return (predicted - value) / value;
 }
 
-// deepum's traffic for `key` is within kDeepumTraffic, or where a known gap
-// puts it.
-void ExpectDeepumTraffic(const std::string& workload, double predicted,
-                         const nlohmann::json& measured, const char* key) {
-  const double error = Error(predicted, measured, key);
-  for (const KnownGap& gap : kKnownGaps) {
-    if (workload == gap.workload && std::string(key) == gap.key) {
-      EXPECT_GE(error, gap.low) << key << ": the known gap widened";
-      EXPECT_LT(error, gap.high) << key << ": the known gap closed; hold it to kDeepumTraffic";
-      return;
-    }
-  }
-  EXPECT_NEAR(error, 0, kDeepumTraffic) << key;
+// deepum's traffic for `key` is within kDeepumTraffic.
+void ExpectDeepumTraffic(double predicted, const nlohmann::json& measured, const char* key) {
+  EXPECT_NEAR(Error(predicted, measured, key), 0, kDeepumTraffic) << key;
 }
 
 class FidelityTest : public ::testing::TestWithParam<const char*> {};
@@ -140,8 +118,8 @@ TEST_P(FidelityTest, DemandAndDeepumArePredictedAndRankTheSame) {
   const nlohmann::json deepum = Measured(GetParam(), "deepum");
   const RunStats deepum_predicted = Predicted(GetParam(), "deepum");
   EXPECT_NEAR(Error(deepum_predicted.time_ns, deepum, "time_ns"), 0, kDeepumTime);
-  ExpectDeepumTraffic(GetParam(), deepum_predicted.h2d_bytes, deepum, "h2d_bytes");
-  ExpectDeepumTraffic(GetParam(), deepum_predicted.d2h_bytes, deepum, "d2h_bytes");
+  ExpectDeepumTraffic(deepum_predicted.h2d_bytes, deepum, "h2d_bytes");
+  ExpectDeepumTraffic(deepum_predicted.d2h_bytes, deepum, "d2h_bytes");
 
   // deepum is faster than demand on both sides.
   EXPECT_LT(deepum["time_ns"].get<double>(), demand["time_ns"].get<double>());

@@ -263,6 +263,39 @@ TEST(SimUserModeTest, ADiscardReachesTheCopyTheDriverWroteBack) {
   EXPECT_EQ(kept.stats.h2d_bytes - dropped.stats.h2d_bytes, kBlock / 2);
 }
 
+// On the H200 a pre-eviction that writes half a block back and discards
+// the other half leaves that half on the device: the block keeps its frame
+// until the driver evicts it, and that eviction writes the half back
+// (docs/fidelity.md, "What a partial discard leaves").
+TEST(SimUserModeTest, APartialDiscardStaysOnTheDeviceUntilTheDriverEvictsIt) {
+  ProgramBuilder p;
+  p.Alloc(0, 3);
+  p.Kernel(1, 1000, {0, 1}, true);
+  p.Kernel(9, 30'000'000, {1});  // the engine hears of blocks 0 and 1
+  p.Deactivate(ProgramBuilder::BlockAddress(0), kBlock / 2);
+  p.Kernel(4, 1000, {1});  // pre-evicts block 0, dropping its first half
+  p.Kernel(6, 30'000'000, {1});
+  p.Kernel(7, 1000, {2}, true);  // block 2 needs a frame
+  const auto run = [&](bool stay) {
+    SimOptions options{.policy_from_user = true, .cupti = Unbuffered(0)};
+    options.partial_discards_stay = stay;
+    PrefetchThenPreEvict dropping(true);
+    const SimRun result = RunOnSim(p, 2, dropping, TestDevice(), ReplayPolicy::kBatch, options);
+    EXPECT_TRUE(result.status.ok()) << result.status;
+    return result.stats;
+  };
+  const RunStats stays = run(true);
+  const RunStats goes = run(false);
+  // The call wrote the live half back either way.
+  EXPECT_EQ(stays.call_d2h_bytes, kBlock / 2);
+  EXPECT_EQ(goes.call_d2h_bytes, kBlock / 2);
+  // Where the discarded half stayed, block 2 found the device full, and the
+  // driver wrote that half back to make room.
+  EXPECT_EQ(goes.d2h_bytes, kBlock / 2);
+  EXPECT_EQ(stays.d2h_bytes, kBlock);
+  EXPECT_EQ(goes.device_evictions, 0u);
+}
+
 // Prefetches `blocks`, in order, when kernel `trigger` begins.
 class PrefetchAtKernel final : public Policy {
  public:

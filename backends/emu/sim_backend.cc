@@ -1157,6 +1157,7 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
   bool zero_fills = !eviction && bytes == 0 && (transfer.pages & ~transfer.copy).any();
   if (eviction) {
     PageMask caught;
+    PageMask unmapped = transfer.pages;
     if (options_.policy_from_user) {
       // A pre-eviction the driver overtook finds only what the device
       // still holds; what it drops is gone, and the driver hears of both.
@@ -1174,9 +1175,18 @@ uint64_t SimBackend::Submit(const Transfer& transfer) {
       // written back since the policy decided is not copied in again
       // (umlab_cuda_calibrate's discard_on_host, docs/devices.md).
       driver_->OnDevicePagesDiscarded(transfer.block, (held & ~transfer.copy) | transfer.drop);
+      // A call that writes part of the block back leaves what it discarded
+      // on the device, holding the frame; the driver writes it back when it
+      // evicts the block (EvictForRoom).
+      const PageMask stays = held & ~transfer.copy;
+      if (options_.partial_discards_stay && (held & transfer.copy).any() && stays.any()) {
+        discarded_on_device_[transfer.block] |= stays;
+        unmapped &= ~stays;
+      }
     }
     if (options_.g10_faults()) evicting_[transfer.block].push_back({transfer.id, transfer.pages});
-    device_memory_.Unmap(transfer.block, transfer.pages);
+    device_memory_.Unmap(transfer.block, unmapped);
+    ForgetDiscardedOnDevice(transfer.block, unmapped);
     // Pages of the block still landing keep its frame.
     KeepFrameWhileLanding(transfer.block);
     ForgetIfUnmapped(transfer.block);
@@ -1287,6 +1297,7 @@ TransferId SimBackend::EvictForRoom(BlockNumber arriving) {
       VoidQueuedEvictions(victim);
     }
     const PageMask pages = device_memory_.Mapped(victim);
+    discarded_on_device_.erase(victim);
     arrival_of_.erase(victim);
     arrival_order_.erase(it);
     device_memory_.Unmap(victim, pages);
@@ -1349,12 +1360,20 @@ void SimBackend::ForgetIfUnmapped(BlockNumber block) {
   arrival_of_.erase(it);
 }
 
+void SimBackend::ForgetDiscardedOnDevice(BlockNumber block, const PageMask& unmapped) {
+  auto stays = discarded_on_device_.find(block);
+  if (stays == discarded_on_device_.end()) return;
+  stays->second &= ~unmapped;
+  if (stays->second.none()) discarded_on_device_.erase(stays);
+}
+
 void SimBackend::Invalidate(BlockNumber block, const PageMask& pages) {
   if (driver_ != nullptr) {
     driver_->OnDevicePagesDiscarded(block, device_memory_.Mapped(block) & pages);
     CatchLanding(block, pages);  // dropped on arrival
   }
   device_memory_.Unmap(block, pages);
+  ForgetDiscardedOnDevice(block, pages);
   KeepFrameWhileLanding(block);
   ForgetIfUnmapped(block);
 }
@@ -1405,7 +1424,12 @@ absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
           block.number * kBlockSize, device_memory_.Remote(block.number).count(),
           block.remote.count()));
     }
-    const PageMask mapped = device_memory_.Mapped(block.number);
+    PageMask mapped = device_memory_.Mapped(block.number);
+    // User mode: pages a pre-eviction discarded may stay on the device
+    // where the engine no longer counts them.
+    if (auto stays = discarded_on_device_.find(block.number); stays != discarded_on_device_.end()) {
+      mapped &= ~stays->second;
+    }
     // User mode: the engine counts every page of a block the driver served
     // as resident, as the cuda backend does; the device may hold fewer.
     const bool agrees = options_.policy_from_user ? (mapped & ~block.resident).none()
@@ -1470,6 +1494,13 @@ UMLAB_REGISTER_BACKEND(
             "first fault, late; populate_records says what else is recorded)",
             {},
             {"uvm", "cupti"}},
+           {"partial_discards", ParamType::kString, "stay",
+            "policy_from=user: what a pre-eviction that writes part of a block back leaves of "
+            "the pages it discards: stay (on the device, holding the block's frame until the "
+            "driver evicts the block and writes them back, as measured on the H200) or go (with "
+            "the call)",
+            {},
+            {"stay", "go"}},
            {"poll_us", ParamType::kDouble, "20",
             "policy_from=user, transfers=uvm or fault_records=uvm: how often the engine drains "
             "the driver's event queue, as the cuda backend's poll_us",
@@ -1513,6 +1544,7 @@ UMLAB_REGISTER_BACKEND(
                 static_cast<uint64_t>(params.Int("buffer_kb")) * 1024 / kCuptiRecordBytes;
             options.transfers_from_queue = params.Choice("transfers") == 0;
             options.faults_from_queue = params.Choice("fault_records") == 0;
+            options.partial_discards_stay = params.Choice("partial_discards") == 0;
             options.poll_ns = static_cast<Nanos>(params.Double("poll_us") * 1e3);
             options.populate_records = params.Choice("populate_records") == 0
                                            ? SimOptions::PopulateRecords::kFirstFault

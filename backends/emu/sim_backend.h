@@ -93,6 +93,14 @@ struct SimOptions {
   // populate_records shapes). CUPTI's buffers fill with its fault records
   // either way.
   bool faults_from_queue = false;
+  // User mode: what a pre-eviction that writes part of a block back and
+  // discards the rest leaves on the device. On the H200 the discarded pages
+  // stay: the block keeps its frame until the driver evicts it, and that
+  // eviction writes them back (the record logs of bert-base and resnet50
+  // under deepum, docs/fidelity.md, "What a partial discard leaves"). A
+  // discard of the whole block frees it. False: the discarded pages go
+  // with the call, as they did in the model before.
+  bool partial_discards_stay = true;
   Nanos poll_ns = 20000;
   // User mode: the policy spec that models the driver's own fault service.
   // The driver's tree prefetcher runs under every policy on the GPU (three
@@ -378,6 +386,9 @@ class SimBackend final : public Backend {
   // record names the block of its first fault, the driver's queue every
   // block of it (SimOptions::faults_from_queue).
   void RecordFaultBatch(absl::Span<const FaultEntry> batch);
+  // User mode: `unmapped` pages of `block` have left the device; those of
+  // them a pre-eviction had discarded are no longer there either.
+  void ForgetDiscardedOnDevice(BlockNumber block, const PageMask& unmapped);
   // User mode: an eviction call of `pages` takes back those of them still
   // on their way to the device; returns them.
   PageMask CatchLanding(BlockNumber block, const PageMask& pages);
@@ -520,6 +531,9 @@ class SimBackend final : public Backend {
   // engine's books cannot know those pages.
   absl::flat_hash_set<BlockNumber> batch_named_blocks_;
   absl::flat_hash_set<BlockNumber> unheard_;
+  // User mode: pages a pre-eviction discarded that stay on the device
+  // (partial_discards_stay), which the engine's books no longer hold.
+  absl::flat_hash_map<BlockNumber, PageMask> discarded_on_device_;
   // Delivered faults the run's engine has yet to fetch, and its fault
   // migrations (complete at once) waiting to be told so.
   std::deque<FaultEntry> delivered_;

@@ -106,7 +106,8 @@ struct RunStats {
   uint64_t budget_overshoot_mean_bytes = 0;
   uint64_t fault_records = 0;       // profiler records the faults came in (cuda)
   // cuda: the faults in the program's memory the driver's own event queue
-  // told of, one per fault it serviced (with fault_records=uvm). 0 elsewhere.
+  // told of, one per fault it serviced (fault_records=uvm, or a migration
+  // log). 0 elsewhere.
   uint64_t fault_events = 0;
   uint64_t dropped_records = 0;     // profiler records lost under load (cuda)
   // Driver eviction records that began before one of the policy's

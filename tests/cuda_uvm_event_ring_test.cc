@@ -113,6 +113,7 @@ TEST_F(UvmEventRingTest, GpuFaultsBecomeFaultEventsStampedWhenTheGpuRaisedThem) 
   EXPECT_EQ(records[0].start_ns, 5100u);
   EXPECT_EQ(records[0].end_ns, 0u);
   EXPECT_EQ(records[0].source, 1u);
+  EXPECT_EQ(records[0].batch, 17u);
   EXPECT_EQ(records[1].kind, UnifiedMemoryRecord::Kind::kBytesHostToDevice);
   EXPECT_STREQ(KindName(records[0].kind), "fault_event");
 }

@@ -108,9 +108,11 @@ absl::Status CudaBackend::Initialise() {
       !s.ok()) {
     return s;
   }
-  // Times in ns since the run's start on the records' clock.
+  // Times in ns since the run's start on the records' clock; batch: a
+  // fault event's fault batch, empty for a migration.
   if (absl::Status s = OpenCsvLog(options_.migration_log, "migrations",
-                                  "kind,cause,address,bytes,start_ns,end_ns\n", migration_log_);
+                                  "kind,cause,address,bytes,start_ns,end_ns,batch\n",
+                                  migration_log_);
       !s.ok()) {
     return s;
   }
@@ -297,7 +299,10 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   cupti_start_ = CuptiFaultStream::Timestamp();
   // Every transfer the driver makes, from a queue of umlab's own; without
   // it the engine hears CUPTI's transfer records, as it did before.
-  const bool want_fault_events = options_.fault_records == CudaOptions::RecordSource::kUvm;
+  // The migration log holds the faults too, whichever source the engine
+  // hears them from.
+  const bool hear_fault_events = options_.fault_records == CudaOptions::RecordSource::kUvm;
+  const bool want_fault_events = hear_fault_events || !options_.migration_log.empty();
   if (absl::StatusOr<std::unique_ptr<UvmEventQueue>> events =
           UvmEventQueue::Open(want_fault_events);
       events.ok()) {
@@ -305,7 +310,7 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
     uvm_events_->Flush();
     queue_events_.clear();
     uvm_events_->Drain(queue_events_, cupti_minus_gpu_ns_);  // nothing before the run counts
-  } else if (options_.transfers == CudaOptions::RecordSource::kUvm || want_fault_events) {
+  } else if (options_.transfers == CudaOptions::RecordSource::kUvm || hear_fault_events) {
     std::fprintf(stderr, "umlab: %s; the engine hears CUPTI's records instead\n",
                  std::string(events.status().message()).c_str());
   } else if (!options_.migration_log.empty()) {
@@ -314,7 +319,7 @@ absl::Status CudaBackend::Run(EventSource& program, Engine& engine, EventSink* r
   }
   transfers_from_uvm_ =
       uvm_events_ != nullptr && options_.transfers == CudaOptions::RecordSource::kUvm;
-  faults_from_uvm_ = uvm_events_ != nullptr && want_fault_events;
+  faults_from_uvm_ = uvm_events_ != nullptr && hear_fault_events;
   driver_records_.HearFaultsFromEvents(faults_from_uvm_);
   // A complete count of the run's traffic beside the records, read after
   // the queue was opened and emptied, so that both count from here
@@ -705,11 +710,14 @@ void CudaBackend::DrainDriverQueue(bool flush) {
       return t == 0 ? -1LL : static_cast<long long>(t) - static_cast<long long>(cupti_start_);
     };
     for (const UnifiedMemoryRecord& event : queue_events_) {
-      std::fprintf(migration_log_.get(), "%s,%s,0x%llx,%llu,%lld,%lld\n",
-                   KindName(event.kind), CauseName(event.cause),
-                   static_cast<unsigned long long>(event.address),
+      std::fprintf(migration_log_.get(), "%s,%s,0x%llx,%llu,%lld,%lld,", KindName(event.kind),
+                   CauseName(event.cause), static_cast<unsigned long long>(event.address),
                    static_cast<unsigned long long>(event.value), since_start(event.start_ns),
                    since_start(event.end_ns));
+      if (event.kind == UnifiedMemoryRecord::Kind::kFaultEvent) {
+        std::fprintf(migration_log_.get(), "%u", event.batch);
+      }
+      std::fputc('\n', migration_log_.get());
     }
   }
 }
@@ -865,8 +873,8 @@ UMLAB_REGISTER_BACKEND(
        {"uvm", "cupti"}},
       {"migrations", ParamType::kString, "",
        "write every migration the driver's event queue reports (direction, cause, address, "
-       "bytes, begin and end on the records' clock), and with fault_records=uvm every fault "
-       "event (kind fault_event, when the GPU raised it), to this CSV file"},
+       "bytes, begin and end on the records' clock) and every GPU fault it serviced (kind "
+       "fault_event, when the GPU raised it, and its fault batch) to this CSV file"},
       {"records", ParamType::kString, "",
        "write every unified-memory record the engine hears (CUPTI's faults, the transfers with "
        "their cause, the driver's thrashing and throttling) to this CSV file"},

@@ -49,6 +49,8 @@ struct UnifiedMemoryRecord {
   // stream counts several GPUs.
   uint32_t source = 0;
   uint32_t destination = 0;
+  // A fault event's: the driver's fault batch that serviced it.
+  uint32_t batch = 0;
 };
 
 // When a kernel ran on the GPU (CUPTI's concurrent-kernel activity), named

@@ -77,6 +77,7 @@ void UvmEventRing::Drain(std::vector<UnifiedMemoryRecord>& out, uint64_t gpu_to_
       record.start_ns = fault.written_gpu + gpu_to_records_ns;
       record.end_ns = 0;
       record.source = fault.gpu;
+      record.batch = fault.batch;
       out.push_back(record);
       continue;
     }

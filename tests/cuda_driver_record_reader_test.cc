@@ -176,25 +176,29 @@ TEST_F(DriverRecordReaderTest, AFaultRecordOlderThanItsBlocksEvictionIsOver) {
 // block and CUPTI's fault records are counted but tell the engine nothing;
 // without, the events are counted only. A fault and the eviction of its
 // block read together leave the block gone, whatever their order in the
-// read.
+// read, unless the block faulted again after.
 TEST_F(DriverRecordReaderTest, FaultEventsTellTheEngineWhereTheyAreHeard) {
   using Kind = UnifiedMemoryRecord::Kind;
   const uint64_t first = ProgramBuilder::BlockAddress(1);
   const uint64_t second = ProgramBuilder::BlockAddress(2);
   const uint64_t third = ProgramBuilder::BlockAddress(3);
+  const uint64_t fourth = ProgramBuilder::BlockAddress(4);
   for (const bool from_events : {false, true}) {
     SCOPED_TRACE(from_events ? "fault_records=uvm" : "fault_records=cupti");
     DriverRecordReader reader(/*driver_evicts=*/true,
                               [](uint64_t address) -> std::optional<uint64_t> { return address; });
     reader.HearFaultsFromEvents(from_events);
-    FaultBuffer faults(4 * kPagesPerBlock);
+    FaultBuffer faults(5 * kPagesPerBlock);
     std::vector<UnifiedMemoryRecord> records = {
         {Kind::kGpuPageFault, Cause::kUnknown, first, 3, 10, 12},
         {Kind::kFaultEvent, Cause::kUnknown, first + kPageSize, 1, 11, 0},
         {Kind::kFaultEvent, Cause::kUnknown, second, 1, 12, 0},
         {Kind::kFaultEvent, Cause::kUnknown, second + 2 * kPageSize, 1, 13, 0},
         {Kind::kFaultEvent, Cause::kUnknown, third, 1, 14, 0},
-        {Kind::kBytesDeviceToHost, Cause::kEviction, third, kBlockSize, 15, 16}};
+        {Kind::kBytesDeviceToHost, Cause::kEviction, third, kBlockSize, 15, 16},
+        {Kind::kFaultEvent, Cause::kUnknown, fourth, 1, 20, 0},
+        {Kind::kBytesDeviceToHost, Cause::kEviction, fourth, kBlockSize, 21, 22},
+        {Kind::kFaultEvent, Cause::kUnknown, fourth, 1, 23, 0}};
     const uint64_t arriving = reader.Read(records, engine_, faults, 0, 0, nullptr);
     std::vector<FaultEntry> taken(faults.size());
     faults.Fetch(absl::MakeSpan(taken));
@@ -206,9 +210,10 @@ TEST_F(DriverRecordReaderTest, FaultEventsTellTheEngineWhereTheyAreHeard) {
     }
     if (from_events) {
       // Every faulted block once, in fault order; the third left in the
-      // same read.
-      EXPECT_EQ(blocks, (std::vector<BlockNumber>{BlockOfAddress(first), BlockOfAddress(second)}));
-      EXPECT_EQ(arriving, 2u);
+      // same read, the fourth left and came back.
+      EXPECT_EQ(blocks, (std::vector<BlockNumber>{BlockOfAddress(first), BlockOfAddress(second),
+                                                  BlockOfAddress(fourth)}));
+      EXPECT_EQ(arriving, 3u);
     } else {
       EXPECT_EQ(blocks, std::vector<BlockNumber>{BlockOfAddress(first)});
       EXPECT_EQ(arriving, 1u);
@@ -217,7 +222,7 @@ TEST_F(DriverRecordReaderTest, FaultEventsTellTheEngineWhereTheyAreHeard) {
     reader.FillStatistics(stats);
     EXPECT_EQ(stats.fault_records, 1u);
     EXPECT_EQ(stats.faults, 3u);
-    EXPECT_EQ(stats.fault_events, 4u);
+    EXPECT_EQ(stats.fault_events, 6u);
   }
 }
 

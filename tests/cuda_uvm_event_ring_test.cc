@@ -21,9 +21,7 @@ class UvmEventRingTest : public ::testing::Test {
   // at UvmEventMigrationInfo_V2's offsets.
   void Write(uint8_t type, uint8_t cause, uint16_t source, uint16_t destination,
              uint64_t address, uint64_t bytes, uint64_t begin_gpu, uint64_t end_gpu) {
-    unsigned char* slot = events_.data() + size_t{put_} * kUvmEventBytes;
-    std::memset(slot, 0, kUvmEventBytes);
-    slot[0] = type;
+    unsigned char* slot = NextSlot(type);
     slot[1] = cause;
     std::memcpy(slot + 4, &source, 2);
     std::memcpy(slot + 6, &destination, 2);
@@ -31,21 +29,30 @@ class UvmEventRingTest : public ::testing::Test {
     std::memcpy(slot + 24, &bytes, 8);
     std::memcpy(slot + 56, &begin_gpu, 8);
     std::memcpy(slot + 64, &end_gpu, 8);
-    put_ = (put_ + 1) % kEntries;
-    control_.put_ahead = control_.put_behind = put_;
+    Publish();
   }
 
   // Writes one GPU fault event at UvmEventGpuFaultInfo_V2's offsets.
   void WriteFault(uint16_t gpu, uint64_t address, uint64_t service_cpu, uint64_t written_gpu,
                   uint32_t batch) {
-    unsigned char* slot = events_.data() + size_t{put_} * kUvmEventBytes;
-    std::memset(slot, 0, kUvmEventBytes);
-    slot[0] = kUvmGpuFaultEvent;
+    unsigned char* slot = NextSlot(kUvmGpuFaultEvent);
     std::memcpy(slot + 2, &gpu, 2);
     std::memcpy(slot + 8, &address, 8);
     std::memcpy(slot + 16, &service_cpu, 8);
     std::memcpy(slot + 24, &written_gpu, 8);
     std::memcpy(slot + 32, &batch, 4);
+    Publish();
+  }
+
+  // The next slot, cleared, with its event type.
+  unsigned char* NextSlot(uint8_t type) {
+    unsigned char* slot = events_.data() + size_t{put_} * kUvmEventBytes;
+    std::memset(slot, 0, kUvmEventBytes);
+    slot[0] = type;
+    return slot;
+  }
+  // Moves the driver's put index past the slot written.
+  void Publish() {
     put_ = (put_ + 1) % kEntries;
     control_.put_ahead = control_.put_behind = put_;
   }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "core/block_range.h"
 #include "core/memory_units.h"
 
@@ -121,11 +121,17 @@ uint64_t DriverRecordReader::Read(
                    [](const UnifiedMemoryRecord& a, const UnifiedMemoryRecord& b) {
                      return a.start_ns < b.start_ns;
                    });
-  // Each block once, in the order first heard, with when that was.
+  // Each block once, in the order first heard, with when it was last heard
+  // of arriving (records are in time order).
   std::vector<std::pair<BlockNumber, uint64_t>> faulted;
-  absl::flat_hash_set<BlockNumber> seen;
+  absl::flat_hash_map<BlockNumber, size_t> seen;  // its index in `faulted`
   auto arrived = [&](BlockNumber block, uint64_t time_ns) {
-    if (seen.insert(block).second) faulted.emplace_back(block, time_ns);
+    auto [it, inserted] = seen.try_emplace(block, faulted.size());
+    if (inserted) {
+      faulted.emplace_back(block, time_ns);
+    } else {
+      faulted[it->second].second = time_ns;
+    }
   };
   // Every block a transfer record's bytes cover.
   auto for_each_block = [](uint64_t address, uint64_t bytes, auto&& visit) {

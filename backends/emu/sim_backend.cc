@@ -1427,7 +1427,8 @@ absl::Status SimBackend::CheckConsistency(const Engine& engine) const {
     PageMask mapped = device_memory_.Mapped(block.number);
     // User mode: pages a pre-eviction discarded may stay on the device
     // where the engine no longer counts them.
-    if (auto stays = discarded_on_device_.find(block.number); stays != discarded_on_device_.end()) {
+    if (auto stays = discarded_on_device_.find(block.number);
+        stays != discarded_on_device_.end()) {
       mapped &= ~stays->second;
     }
     // User mode: the engine counts every page of a block the driver served

@@ -105,6 +105,19 @@ def main():
     print("new batch-blocks %d: copied %d, populated %d" %
           (len(pairs), len(pairs) - len(populated), len(populated)))
     first = {(batch, blocks[0]) for batch, blocks in batch_blocks.items()}
+    lowest = {(batch, min(blocks)) for batch, blocks in batch_blocks.items()}
+    earliest = {}
+    for block, events in faults_of_block.items():
+        for time, batch in events:
+            if batch not in earliest or time < earliest[batch][0]:
+                earliest[batch] = (time, block)
+    earliest = {(batch, block) for batch, (_, block) in earliest.items()}
+    multi = {batch for batch, blocks in batch_blocks.items() if len(blocks) > 1}
+    named_multi = {p for p in named if p[0] in multi}
+    print("in batches of more than one block, named %d: the first in the driver's order %d, "
+          "the lowest %d, the first the GPU raised %d" %
+          (len(named_multi), len(named_multi & first), len(named_multi & lowest),
+           len(named_multi & earliest)))
     print("named by a record: %d, of them new %d, the batch's first block in the driver's "
           "order %d" % (len(named), len(named & new_pairs), len(named & first)))
     unnamed_populated = [p for p in populated if p not in named]

@@ -36,6 +36,8 @@ def test_a_populated_block_beside_the_named_one_goes_unheard(tmp_path):
     assert "named by a record: 2, of them new 1, the batch's first block in the driver's order 2" \
         in out
     assert "populated and named 0, populated and not named 1" in out
+    assert ("in batches of more than one block, named 1: the first in the driver's order 1, "
+            "the lowest 1, the first the GPU raised 1") in out
 
 
 def test_write_backs_are_told_apart_by_what_the_engine_asked_last(tmp_path):

@@ -706,14 +706,11 @@ void CudaBackend::DrainDriverQueue(bool flush) {
   queue_events_.clear();
   uvm_events_->Drain(queue_events_, cupti_minus_gpu_ns_);
   if (migration_log_ != nullptr) {
-    const auto since_start = [this](uint64_t t) {
-      return t == 0 ? -1LL : static_cast<long long>(t) - static_cast<long long>(cupti_start_);
-    };
     for (const UnifiedMemoryRecord& event : queue_events_) {
       std::fprintf(migration_log_.get(), "%s,%s,0x%llx,%llu,%lld,%lld,", KindName(event.kind),
                    CauseName(event.cause), static_cast<unsigned long long>(event.address),
-                   static_cast<unsigned long long>(event.value), since_start(event.start_ns),
-                   since_start(event.end_ns));
+                   static_cast<unsigned long long>(event.value),
+                   LogTime(event.start_ns, cupti_start_), LogTime(event.end_ns, cupti_start_));
       if (event.kind == UnifiedMemoryRecord::Kind::kFaultEvent) {
         std::fprintf(migration_log_.get(), "%u", event.batch);
       }

@@ -99,16 +99,11 @@ void DriverRecordReader::Log(const UnifiedMemoryRecord& record,
                              const std::optional<uint64_t>& program, uint64_t delivered_ns,
                              const char* outcome) {
   if (log_ == nullptr) return;
-  const auto since_start = [this](uint64_t t) -> int64_t {
-    return t == 0 ? -1 : static_cast<int64_t>(t - cupti_start_);
-  };
   std::fprintf(log_.get(), "%s,%s,0x%llx,%lld,%llu,%lld,%lld,%lld,%s\n", KindName(record.kind),
                CauseName(record.cause), static_cast<unsigned long long>(record.address),
                program.has_value() ? static_cast<long long>(*program) : -1LL,
-               static_cast<unsigned long long>(record.value),
-               static_cast<long long>(since_start(record.start_ns)),
-               static_cast<long long>(since_start(record.end_ns)),
-               static_cast<long long>(since_start(delivered_ns)), outcome);
+               static_cast<unsigned long long>(record.value), LogTime(record.start_ns, cupti_start_),
+               LogTime(record.end_ns, cupti_start_), LogTime(delivered_ns, cupti_start_), outcome);
 }
 
 uint64_t DriverRecordReader::Read(
@@ -132,6 +127,13 @@ uint64_t DriverRecordReader::Read(
     } else {
       faulted[it->second].second = time_ns;
     }
+  };
+  // A fault, from either source, tells of an arrival unless the driver has
+  // begun evicting its block since; returns the log's outcome.
+  auto fault_heard = [&](BlockNumber block, uint64_t time_ns) -> const char* {
+    if (LeftSince(block, time_ns)) return "left";
+    arrived(block, time_ns);
+    return "";
   };
   // Every block a transfer record's bytes cover.
   auto for_each_block = [](uint64_t address, uint64_t bytes, auto&& visit) {
@@ -203,13 +205,8 @@ uint64_t DriverRecordReader::Read(
         const char* outcome = "";
         if (address.has_value()) {
           ++fault_events_;
-          if (!faults_from_events_) {
-            outcome = "counted";
-          } else if (LeftSince(BlockOfAddress(*address), record.start_ns)) {
-            outcome = "left";
-          } else {
-            arrived(BlockOfAddress(*address), record.start_ns);
-          }
+          outcome = faults_from_events_ ? fault_heard(BlockOfAddress(*address), record.start_ns)
+                                        : "counted";
         }
         Log(record, address, delivered, outcome);
         continue;
@@ -230,9 +227,7 @@ uint64_t DriverRecordReader::Read(
     }
     // A fault record comes through CUPTI, late; where the driver's own queue
     // has told of the block's eviction since, the arrival it reports is over.
-    const bool over = LeftSince(BlockOfAddress(*address), record.start_ns);
-    if (!over) arrived(BlockOfAddress(*address), record.start_ns);
-    Log(record, address, delivered, over ? "left" : "");
+    Log(record, address, delivered, fault_heard(BlockOfAddress(*address), record.start_ns));
   }
   // A record names one faulting address of a group, and the driver's own
   // prefetcher populates around it, often the whole 2 MB block. So that the

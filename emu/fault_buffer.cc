@@ -16,6 +16,7 @@ bool FaultBuffer::Push(const FaultEntry& entry) {
   if (tail >= ring_.size()) tail -= ring_.size();
   ring_[tail] = entry;
   ++size_;
+  ++pushed_;
   return true;
 }
 
@@ -26,12 +27,29 @@ size_t FaultBuffer::Fetch(absl::Span<FaultEntry> out) {
     if (++head_ == ring_.size()) head_ = 0;
   }
   size_ -= count;
+  pushed_at_last_fetch_ = pushed_;
+  last_fetch_count_ = count;
+  fetched_pages_.clear();
+  for (size_t i = 0; i < count; ++i) fetched_pages_.push_back(out[i].page);
+  std::sort(fetched_pages_.begin(), fetched_pages_.end());
+  last_fetch_duplicates_ =
+      count - static_cast<size_t>(std::unique(fetched_pages_.begin(), fetched_pages_.end()) -
+                                  fetched_pages_.begin());
   return count;
 }
 
 void FaultBuffer::Flush() {
   head_ = 0;
   size_ = 0;
+}
+
+void FaultBuffer::FlushToLastFetch() {
+  // The entries still here that were pushed before the last fetch.
+  const uint64_t oldest = pushed_ - size_;
+  if (pushed_at_last_fetch_ <= oldest) return;
+  const size_t stale = static_cast<size_t>(pushed_at_last_fetch_ - oldest);
+  head_ = (head_ + stale) % ring_.size();
+  size_ -= stale;
 }
 
 }  // namespace umlab

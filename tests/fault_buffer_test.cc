@@ -48,6 +48,36 @@ TEST(FaultBufferTest, FetchTakesAtMostABatchAndFlushEmpties) {
   EXPECT_EQ(buffer.Fetch(absl::MakeSpan(out)), 0u);
 }
 
+TEST(FaultBufferTest, FlushToLastFetchKeepsWhatCameAfterTheFetch) {
+  FaultBuffer buffer(8);
+  for (PageNumber page = 0; page < 6; ++page) buffer.Push(Entry(page));
+  std::vector<FaultEntry> out(4);
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(out)), 4u);  // 4 and 5 stay, past the batch
+  buffer.Push(Entry(6));                              // raised while it was serviced
+  buffer.Push(Entry(7));
+  buffer.FlushToLastFetch();
+  ASSERT_EQ(buffer.size(), 2u);
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(out)), 2u);
+  EXPECT_EQ(out[0].page, 6u);
+  EXPECT_EQ(out[1].page, 7u);
+  buffer.FlushToLastFetch();  // nothing came since: nothing to flush
+  EXPECT_TRUE(buffer.empty());
+  buffer.Push(Entry(8));
+  buffer.Flush();
+  EXPECT_TRUE(buffer.empty());
+}
+
+TEST(FaultBufferTest, CountsTheDuplicatesOfTheLastFetch) {
+  FaultBuffer buffer(8);
+  for (PageNumber page : {5, 5, 3, 5, 3, 9}) buffer.Push(Entry(page));
+  std::vector<FaultEntry> out(5);
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(out)), 5u);
+  EXPECT_EQ(buffer.last_fetch_count(), 5u);
+  EXPECT_EQ(buffer.last_fetch_duplicates(), 3u);  // 5 twice more, 3 once more
+  ASSERT_EQ(buffer.Fetch(absl::MakeSpan(out)), 1u);
+  EXPECT_EQ(buffer.last_fetch_duplicates(), 0u);
+}
+
 }  // namespace
 TEST(FaultBufferTest, WrapsAroundTheRingInArrivalOrder) {
   FaultBuffer buffer(3);

@@ -106,6 +106,32 @@ struct DeviceConfig {
   Nanos fault_latency_ns = 45000;        // fetch of a batch to first migration
   int fault_batch_size = 256;            // uvm_perf_fault_batch_count
   int fault_buffer_entries = 8192;       // replayable fault buffer capacity
+  // The path from a fault to its batch, as the h200 preset measures it
+  // (docs/devices.md, "The fault buffer"). The other presets keep the
+  // sim's first model (every entry flushed, written at once in the order
+  // raised, fetched at once), with which their per-batch latencies were
+  // set. The uffd backend's faults are its threads' own, and it flushes
+  // every entry.
+  //
+  // What the flush before a batch's replay discards (the driver's default
+  // replay policy, BATCH_FLUSH; emu/fault_buffer.h). kDriver: the entries
+  // that were in the buffer when the batch was fetched, so the faults raised
+  // while it was serviced make the next batch, unless more than
+  // `replay_update_put_percent` of the batch's entries were duplicates, when
+  // every entry goes (uvm_perf_fault_replay_update_put_ratio); and the next
+  // batch is fetched after the replay. kAll: every entry, always.
+  enum class ReplayFlush { kDriver, kAll };
+  ReplayFlush replay_flush = ReplayFlush::kAll;
+  int replay_update_put_percent = 50;
+  // How far apart the GPU writes fault entries into the buffer, each a
+  // random one of those raised (emu/fault_write_path.h); 0: at once, in the
+  // order raised.
+  Nanos fault_write_ns = 0;
+  // How long after a fault reaches an empty buffer, with the driver idle,
+  // the driver fetches (its interrupt and bottom half); the faults written
+  // meanwhile make the batch. Part of an isolated fault's cost, beside
+  // fault_latency_ns.
+  Nanos fault_wake_ns = 0;
   Nanos kernel_launch_ns = 0;            // gap between back-to-back kernels
   // What a kernel costs beyond its compute once launched: its grid's
   // start-up and wind-down, paid inside the kernel (a kernel with no

@@ -79,7 +79,7 @@ UMLAB_REGISTER_DEVICE(
          // block per transfer, so the link is fitted to per-block calls, not
          // bulk ones: a 2 MiB prefetch took 151 us to the GPU and 181 us back,
          // which with 10 us per transfer gives 14.9 and 12.3 GB/s.
-         // The driver's fault path costs 115 us per migration it makes
+         // The driver's fault path costs 175 us per migration it makes
          // beyond the copy, zero-fills included, and its evictions cost no
          // more than their copies; it moves one thing at a time (its fault
          // and prefetch paths hold the address space's lock for a whole
@@ -87,10 +87,11 @@ UMLAB_REGISTER_DEVICE(
          // the cuda backend runs, paging in with room free took 520 to 690
          // us a block, and paging in discarded blocks (nothing to copy) 250
          // to 390 (umlab_call_overlap_probe, 2026-11-27): the cost
-         // is the fault path's, not the eviction's. 115 is fitted to
-         // demand's rows over seven H200 passes (docs/devices.md); it
-         // replaced an `evict_us` of 275 fitted the same way, which charged
-         // that cost only where a block was evicted for it.
+         // is the fault path's, not the eviction's. 175 is fitted to
+         // demand's rows over seven H200 passes (docs/devices.md) since the
+         // fault buffer was modelled as the driver's event queue shows it
+         // (2026-11-27; 115 before, when the sim's batches held 256
+         // consecutive pages and split most blocks between two migrations).
          // A policy's call that populates (no data to copy) took 34.5 us per
          // 2 MiB with room free: 10 us of transfer set-up and 24.5 us of the
          // driver's zero-fill and mapping (umlab_cuda_calibrate's
@@ -104,15 +105,25 @@ UMLAB_REGISTER_DEVICE(
                   /*remote_read_bytes_per_second=*/51.3e9,
                   /*remote_write_bytes_per_second=*/52.6e9, /*remote_latency_ns=*/1040,
                   /*dma_h2d_bytes_per_second=*/0, /*dma_d2h_bytes_per_second=*/0,
-                  /*fault_h2d_bytes_per_second=*/0, /*fault_block_overhead_ns=*/115000},
+                  /*fault_h2d_bytes_per_second=*/0, /*fault_block_overhead_ns=*/175000},
          // NVIDIA's H200 figures. The host: PyTorch 2.11's fused CPU Adam
          // ran at 114 GB/s (0.245 ns a parameter, 28 bytes each) on the
          // 16-core Xeon of the device machine that held an H100, whose
          // plain copy ran at 91-123 GB/s (bench/results/cpu-adam-h100-host).
          .compute = {67e12, 989e12, 4.8e12, 132, 114e9},
-         // An isolated fault took 31 us end to end: 20 us of fault handling,
+         // An isolated fault took 31 us end to end: 20 us of fault handling
+         // (2.3 of them before the driver fetches: fault_wake_ns below),
          // 10 us of transfer set-up, one page.
-         .fault_latency_ns = 20000,
+         .fault_latency_ns = 17700,
+         // The fault buffer as the driver's own event queue shows it (run 75,
+         // bench/fault_batch_shapes.py on mlp and bert-base): the GPU writes
+         // an entry every 20.3 ns in a burst (256 in 5.2 us), in no order of
+         // address to speak of (57% of steps go up a page), and the first
+         // batch after the buffer ran dry held what 2.3 us had brought
+         // (median); between batches the driver flushes as BATCH_FLUSH does.
+         .replay_flush = DeviceConfig::ReplayFlush::kDriver,
+         .fault_write_ns = 20,
+         .fault_wake_ns = 2300,
          // Between kernels of a run the GPU idled 2.5 us on average (the
          // steady iterations at capacity 1.0 of fidelity run 8: 2.47-2.65 us
          // per gap; umlab_cuda_calibrate's launch_gap, 2.27-3.25 us over
@@ -212,6 +223,24 @@ std::vector<ParamInfo> DeviceParams(const DeviceConfig& c) {
        kIntCount},
       {"fault_buffer", ParamType::kInt, Number(c.fault_buffer_entries),
        "fault-buffer entries before overflow", kIntCount},
+      {"replay_flush", ParamType::kString,
+       c.replay_flush == DeviceConfig::ReplayFlush::kDriver ? "driver" : "all",
+       "what the flush before a batch's replay discards (sim): driver (the entries there when "
+       "the batch was fetched, so faults raised during its service make the next batch, unless "
+       "duplicates exceed update_put_pct; the UVM driver's BATCH_FLUSH) or all (every entry)",
+       {}, {"driver", "all"}},
+      {"fault_write_ns", ParamType::kInt, Number(c.fault_write_ns),
+       "how far apart the GPU writes fault entries into the buffer, each a random one of those "
+       "raised (sim), ns (0: at once, in the order raised)",
+       ParamRange::AtLeast(0)},
+      {"fault_wake_us", ParamType::kDouble, Number(c.fault_wake_ns / 1e3),
+       "how long after a fault reaches an idle driver's empty buffer the driver fetches (sim), us",
+       kMicros},
+      {"update_put_pct", ParamType::kInt, Number(c.replay_update_put_percent),
+       "replay_flush=driver: the share of a batch's entries, in percent, that may be "
+       "duplicates before its flush discards every entry (sim; "
+       "uvm_perf_fault_replay_update_put_ratio)",
+       ParamRange::Closed(0, 100)},
       {"fp32_tflops", ParamType::kDouble, Number(c.compute.peak_flops_fp32 / 1e12),
        "peak fp32 TFLOP/s", kRate},
       {"tensor_tflops", ParamType::kDouble, Number(c.compute.peak_flops_tensor / 1e12),
@@ -297,6 +326,10 @@ absl::StatusOr<DeviceConfig> ApplyDeviceOverrides(const DeviceConfig& config,
   c.fault_latency_ns = std::llround(params->Double("fault_latency_us") * 1e3);
   c.fault_batch_size = static_cast<int>(params->Int("batch"));
   c.fault_buffer_entries = static_cast<int>(params->Int("fault_buffer"));
+  c.replay_flush = static_cast<DeviceConfig::ReplayFlush>(params->Choice("replay_flush"));
+  c.replay_update_put_percent = static_cast<int>(params->Int("update_put_pct"));
+  c.fault_write_ns = params->Int("fault_write_ns");
+  c.fault_wake_ns = std::llround(params->Double("fault_wake_us") * 1e3);
   c.compute.peak_flops_fp32 = params->Double("fp32_tflops") * 1e12;
   c.compute.peak_flops_tensor = params->Double("tensor_tflops") * 1e12;
   c.compute.memory_bytes_per_second = params->Double("hbm_gbps") * 1e9;

@@ -101,7 +101,7 @@ up=$(date +%s.%N)
 cat >"$work/grid.json" <<EOF
 {"fixed": {"workload": "mlp", "workload-arg": ["layers=2,hidden=512,batch=256,iterations=3"]},
  "axes": {"policy": ["demand", "uvm-default", "deepum", "deepum-prefetch", "ideal"],
-          "capacity": [0.25, 0.5],
+          "capacity": [0.5, 1.0],
           "device": ["v100-pcie3", "h200"]},
  "slurm": {"max_running": 4}}
 EOF

@@ -84,11 +84,13 @@ class SweepTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// 5 policies x 2 capacities x 2 devices, as in tests/slurm_sweep.sh.
+// 5 policies x 2 capacities x 2 devices, as in tests/slurm_sweep.sh. (A
+// quarter of this small mlp is a single frame, too few for the h200's 1056
+// issuers: the sim reports a deadlock or a livelock there.)
 std::string TwentyCaseGrid() {
   return absl::StrCat(R"({"fixed": {"workload": "mlp", "workload-arg": [")", kSmallMlp, R"("]},
    "axes": {"policy": ["demand", "uvm-default", "deepum", "deepum-prefetch", "ideal"],
-            "capacity": [0.25, 0.5], "device": ["v100-pcie3", "h200"]},
+            "capacity": [0.5, 1.0], "device": ["v100-pcie3", "h200"]},
    "slurm": {"max_running": 4}})");
 }
 
@@ -234,7 +236,7 @@ TEST_F(SweepTest, WritesAJobFileSlurmArraysAndAManifest) {
   ASSERT_EQ(manifest["cases"].size(), 20u);
   EXPECT_EQ(manifest["axes"], Json::parse(R"(["policy", "capacity", "device"])"));
   EXPECT_EQ(manifest["cases"][19]["grid"],
-            Json::parse(R"({"policy": "ideal", "capacity": "0.5", "device": "h200"})"));
+            Json::parse(R"({"policy": "ideal", "capacity": "1.0", "device": "h200"})"));
   EXPECT_EQ(manifest["cases"][0]["command"], jobs[0]);
   // One class: a small mlp asks for the least time and memory.
   const std::string script = Read(Results() / "slurm" / "array-0.sbatch");
@@ -358,7 +360,7 @@ TEST_F(SweepTest, RunsLocallyThroughGnuParallelResumesAndMerges) {
   ASSERT_EQ(json["runs"].size(), 20u);
   // Grid order: policy slowest, device fastest.
   EXPECT_EQ(json["runs"][7]["grid"],
-            Json::parse(R"({"policy": "uvm-default", "capacity": "0.5", "device": "h200"})"));
+            Json::parse(R"({"policy": "uvm-default", "capacity": "1.0", "device": "h200"})"));
   EXPECT_EQ(json["runs"][7]["policy"], "uvm-default");
   EXPECT_EQ(json["runs"][7]["device"], "h200");
   EXPECT_EQ(Lines(Read(Results() / "merged.csv")).size(), 21u);

@@ -43,7 +43,7 @@ class SimBackend::DriverPort final : public Backend {
   }
   void SetListener(TransferListener* /*listener*/) override {}
   size_t FetchFaults(absl::Span<FaultEntry> out) override {
-    const size_t count = device_.fault_buffer_.Fetch(out);
+    const size_t count = device_.FetchFromFaultBuffer(out);
     if (count > 0) device_.RecordFaultBatch(out.first(count));
     return count;
   }
@@ -69,6 +69,7 @@ SimBackend::SimBackend(const DeviceConfig& device, uint64_t capacity_frames,
       options_(options),
       device_memory_(capacity_frames),
       fault_buffer_(static_cast<size_t>(device.fault_buffer_entries)),
+      fault_writes_(device.fault_write_ns),
       link_(device.link),
       copies_(device_, link_),
       records_(options.cupti),
@@ -644,13 +645,15 @@ void SimBackend::Fault(uint32_t sm_index, PageNumber page, bool write, Picos now
   stalled_.push_back(sm_index);
   FaultEntry entry{page, write ? AccessType::kWrite : AccessType::kRead, sm_index, exec_id_,
                    now / kPicosPerNano};
-  if (fault_buffer_.Push(entry) && recorder_ != nullptr) recorder_->Record(FaultEvent(entry));
+  if (fault_writes_.Raise(entry, now / kPicosPerNano, fault_buffer_) && recorder_ != nullptr) {
+    recorder_->Record(FaultEvent(entry));
+  }
   ++raised_faults_;
   // The engine fetches once every SM that faults at this instant has done
-  // so: at the next whole nanosecond, after the SM events before it.
+  // so: at the next whole nanosecond, after the SM events before it, and
+  // the driver's wake-up (fault_wake_ns) later.
   if (!FaultServer().servicing() && !service_requested_) {
-    service_requested_ = true;
-    service_time_ = (now + kPicosPerNano - 1) / kPicosPerNano;
+    RequestService((now + kPicosPerNano - 1) / kPicosPerNano + device_.fault_wake_ns);
   }
 }
 
@@ -887,11 +890,21 @@ bool SimBackend::ProcessSystemEventAtOrBefore(Nanos until) {
   if (!replays_.empty() && replays_.top().time <= clock_.now()) {
     const ReplayEvent replay = replays_.top();
     replays_.pop();
+    if (replay.policy != ReplayPolicy::kBlock) --batch_replays_waiting_;
     ApplyReplay(replay);
+    // What the flush kept is the next batch, which waited for the replay.
+    if (!FaultServer().servicing() && !service_requested_) {
+      if (!fault_buffer_.empty()) {
+        RequestService(clock_.now());
+      } else if (!fault_writes_.empty()) {
+        RequestService(fault_writes_.NextWriteTime() + device_.fault_wake_ns);
+      }
+    }
     return true;
   }
   if (service_requested_ && service_time_ <= clock_.now()) {
     service_requested_ = false;
+    retries_owed_ = false;
     FaultServer().ServiceFaults();
     return true;
   }
@@ -930,7 +943,10 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
     fetched_.clear();
     return;
   }
-  if (replay.policy != ReplayPolicy::kBlock) fault_buffer_.Flush();
+  if (replay.policy != ReplayPolicy::kBlock) {
+    FlushBeforeReplay();
+    retries_owed_ = true;
+  }
   const Picos now = clock_.now() * kPicosPerNano;
   // Most woken SMs resume exactly now, and those must go in SM order; SM
   // indices are dense, so a pass over the SMs orders them without a sort.
@@ -969,6 +985,63 @@ void SimBackend::ApplyReplay(const ReplayEvent& replay) {
       stall_picos_ / kPicosPerNano / std::max(1, device_.access_streams());
 }
 
+void SimBackend::FlushBeforeReplay() {
+  // The driver keeps the faults raised while the batch was serviced, which
+  // the replay would only raise again, unless duplicates crowded the batch.
+  const bool update_put =
+      device_.replay_flush == DeviceConfig::ReplayFlush::kAll ||
+      fault_buffer_.last_fetch_duplicates() * 100 >
+          fault_buffer_.last_fetch_count() * static_cast<size_t>(device_.replay_update_put_percent);
+  if (update_put) {
+    fault_buffer_.Flush();
+  } else {
+    fault_buffer_.FlushToLastFetch();
+  }
+}
+
+size_t SimBackend::FetchFromFaultBuffer(absl::Span<FaultEntry> out) {
+  if (device_.replay_flush == DeviceConfig::ReplayFlush::kDriver) {
+    if (batch_replays_waiting_ > 0) return 0;
+    if (retries_owed_) {
+      // Fetch once the woken SMs have retried (system events at an instant
+      // come after its SMs): the driver's next batch cannot evict a block
+      // before the accessors the replay woke for it have touched it.
+      if (!service_requested_) RequestService(clock_.now());
+      return 0;
+    }
+  }
+  fault_writes_.WriteUntil(clock_.now(), fault_buffer_);
+  const size_t count = fault_buffer_.Fetch(out);
+  if (count > 0) CheckProgress();
+  // Nothing written yet of what was raised: fetch when it is.
+  if (count == 0 && !fault_writes_.empty() && !service_requested_) {
+    RequestService(fault_writes_.NextWriteTime() + device_.fault_wake_ns);
+  }
+  return count;
+}
+
+void SimBackend::CheckProgress() {
+  // A device whose memory holds few more blocks than its issuers fault on
+  // at once can serve batch after batch while every issuer waits for a
+  // block a batch or a prefetch evicted again: fail rather than run forever.
+  const uint64_t accesses = engine_->stats().page_accesses;
+  batches_without_progress_ = accesses == accesses_at_last_batch_ ? batches_without_progress_ + 1 : 0;
+  accesses_at_last_batch_ = accesses;
+  if (batches_without_progress_ == kBatchesWithoutProgressLimit && error_.ok()) {
+    error_ = absl::FailedPreconditionError(absl::StrFormat(
+        "livelock: %d fault batches in a row let no access complete: with %u frames the "
+        "blocks the device's %d issuers fault on at once, and what the policy brings beside "
+        "them, keep evicting each other; raise --capacity",
+        kBatchesWithoutProgressLimit, static_cast<unsigned>(device_memory_.capacity_frames()),
+        device_.access_streams()));
+  }
+}
+
+void SimBackend::RequestService(Nanos at) {
+  service_requested_ = true;
+  service_time_ = at;
+}
+
 absl::Status SimBackend::AdvanceIdle(Nanos until) {
   while (ProcessSystemEventAtOrBefore(until)) {
     if (!error_.ok()) return error_;
@@ -992,7 +1065,7 @@ size_t SimBackend::FetchFaults(absl::Span<FaultEntry> out) {
     }
     return count;
   }
-  if (driver_ == nullptr) return fault_buffer_.Fetch(out);
+  if (driver_ == nullptr) return FetchFromFaultBuffer(out);
   // User mode: the run's engine hears of faults from delivered records.
   size_t count = 0;
   while (count < out.size() && !delivered_.empty()) {
@@ -1401,6 +1474,7 @@ void SimBackend::ScheduleReplay(ReplayPolicy policy, BlockNumber block, Nanos no
     ApplyReplay(replay);
   } else {
     replays_.push(replay);
+    if (policy != ReplayPolicy::kBlock) ++batch_replays_waiting_;
   }
 }
 

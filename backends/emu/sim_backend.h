@@ -64,6 +64,7 @@
 #include "emu/device_presets.h"
 #include "emu/device_memory.h"
 #include "emu/fault_buffer.h"
+#include "emu/fault_write_path.h"
 #include "emu/g10_fault_model.h"
 #include "emu/pcie_link.h"
 #include "emu/virtual_clock.h"
@@ -315,6 +316,17 @@ class SimBackend final : public Backend {
   bool ProcessSystemEventAtOrBefore(Nanos until);
   Nanos NextSystemEventTime() const;
   void ApplyReplay(const ReplayEvent& replay);
+  // The flush before a batch's replay (DeviceConfig::replay_flush).
+  void FlushBeforeReplay();
+  // The fault server's fetch from the fault buffer. Under the driver's
+  // flush the server takes no batch while the last one's replay waits (the
+  // driver fetches the next batch after the replay).
+  size_t FetchFromFaultBuffer(absl::Span<FaultEntry> out);
+  // The fault server fetches at `at` (the next system event then).
+  void RequestService(Nanos at);
+  // After each batch fetched: fails the run once batches have gone on for
+  // long with no access completing (a livelock, not a slow run).
+  void CheckProgress();
   // Replay on behalf of whichever engine serves the faults (Replay() is
   // the run's engine's, which in user mode serves none).
   void ScheduleReplay(ReplayPolicy policy, BlockNumber block, Nanos not_before);
@@ -414,6 +426,7 @@ class SimBackend final : public Backend {
   VirtualClock clock_;
   DeviceMemory device_memory_;
   FaultBuffer fault_buffer_;
+  FaultWritePath fault_writes_;
   PcieLink link_;
   // The program's DMA and hidden copies, on the stream they share with its
   // kernels.
@@ -428,6 +441,12 @@ class SimBackend final : public Backend {
   absl::flat_hash_map<TransferId, Transfer> transfers_;
   std::priority_queue<ReplayEvent, std::vector<ReplayEvent>, std::greater<>> replays_;
   uint64_t replay_sequence_ = 0;
+  int batch_replays_waiting_ = 0;  // in replays_, not per block
+  // A batch's replay woke SMs that have not retried yet (replay_flush=driver).
+  bool retries_owed_ = false;
+  static constexpr int kBatchesWithoutProgressLimit = 10000;
+  int batches_without_progress_ = 0;
+  uint64_t accesses_at_last_batch_ = 0;
   bool service_requested_ = false;
   Nanos service_time_ = 0;
 

@@ -173,13 +173,18 @@ TEST(DevicePresetsTest, LooksUpRegisteredPresetsByName) {
   EXPECT_EQ(h200->link.h2d_bytes_per_second, 14.9e9);
   EXPECT_EQ(h200->link.d2h_bytes_per_second, 12.3e9);
   EXPECT_EQ(h200->link.latency_ns, 10000);
-  EXPECT_EQ(h200->fault_latency_ns, 20000);
+  // An isolated fault's 20 us of handling: the wake, then the rest.
+  EXPECT_EQ(h200->fault_wake_ns + h200->fault_latency_ns, 20000);
+  EXPECT_EQ(h200->fault_write_ns, 20);
+  EXPECT_EQ(h200->replay_flush, DeviceConfig::ReplayFlush::kDriver);
   EXPECT_EQ(h200->compute.sm_count, 132);
   EXPECT_EQ(h200->fault_batch_size, 256);  // DeviceConfig's default
   absl::StatusOr<DeviceConfig> v100 = DevicePreset("v100-pcie3");
   ASSERT_TRUE(v100.ok());
   EXPECT_EQ(v100->link.h2d_bytes_per_second, 15.754e9);
   EXPECT_EQ(v100->fault_latency_ns, 45000);
+  EXPECT_EQ(v100->replay_flush, DeviceConfig::ReplayFlush::kAll);  // the sim's first model
+  EXPECT_EQ(v100->fault_write_ns, 0);
   EXPECT_EQ(v100->compute.sm_count, 80);
   // The LMS paper's NVLink machine: the same V100, 75 GB/s each way.
   absl::StatusOr<DeviceConfig> nvlink = DevicePreset("v100-nvlink2");

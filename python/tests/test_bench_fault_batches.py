@@ -57,3 +57,26 @@ def test_write_backs_are_told_apart_by_what_the_engine_asked_last(tmp_path):
     assert "eviction,not_resident 2 3" in out
     assert "not_resident after evict call ended (with discard) 1 1 MB" in out
     assert "not_resident evict call queued (overtaken) 1 2 MB" in out
+
+
+def test_fault_batch_shapes_counts_duplicates_blocks_and_order(tmp_path):
+    migrations = tmp_path / "migrations.csv"
+    page = 4096
+    migrations.write_text(
+        "kind,cause,address,bytes,start_ns,end_ns,batch\n"
+        # batch 1, in the order written: pages 3, 1, 3 of block 1, page 0 of block 2
+        f"fault_event,,{hex(BLOCK + 3 * page)},1,100,-1,1\n"
+        f"fault_event,,{hex(BLOCK + page)},1,120,-1,1\n"
+        f"fault_event,,{hex(BLOCK + 3 * page)},1,140,-1,1\n"
+        f"fault_event,,{hex(2 * BLOCK)},1,160,-1,1\n"
+        f"h2d,coherence,{hex(BLOCK)},{BLOCK},150,160,\n"
+        # batch 2: two pages of block 2, in page order
+        f"fault_event,,{hex(2 * BLOCK + page)},1,300,-1,2\n"
+        f"fault_event,,{hex(2 * BLOCK + 2 * page)},1,320,-1,2\n")
+    out = run("fault_batch_shapes.py", migrations, "--window", "2")
+    assert "fault batches 2, fault entries 6" in out
+    assert "duplicates per batch: mean 0.50" in out
+    assert "blocks per batch: mean 1.50" in out
+    # Steps up: batch 1 has 2 of 3 (1->3, 3->block 2), batch 2 1 of 1.
+    assert "raised in page order: mean share of ascending steps 0.83" in out
+    assert "1 n=4 dup=1 raised over 0.1 us: [1 n3 pg1-3] [2 n1 pg0-0]" in out

@@ -3,19 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/split_mix64.h"
+
 namespace umlab {
-namespace {
-
-// splitmix64: a fixed, portable sequence, so a run's order is the same
-// everywhere.
-uint64_t NextRandom(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 bool FaultWritePath::Raise(const FaultEntry& entry, Nanos now, FaultBuffer& buffer) {
   if (write_ns_ == 0) return buffer.Push(entry);
@@ -43,7 +33,7 @@ void FaultWritePath::WriteUntil(Nanos now, FaultBuffer& buffer) {
 Nanos FaultWritePath::NextWriteTime() const { return waiting_.empty() ? kNever : free_at_; }
 
 void FaultWritePath::WriteOne(FaultBuffer& buffer) {
-  const size_t pick = static_cast<size_t>(NextRandom(random_state_) % waiting_.size());
+  const size_t pick = static_cast<size_t>(SplitMix64(random_state_) % waiting_.size());
   std::swap(waiting_[pick], waiting_.back());
   waiting_of_issuer_[waiting_[pick].sm] = static_cast<uint32_t>(pick);
   waiting_of_issuer_[waiting_.back().sm] = kNone;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/byte_size.h"
+#include "core/split_mix64.h"
 #include "workloads/allocator/caching_allocator.h"
 #include "workloads/kernel_emitter.h"
 
@@ -129,13 +130,6 @@ void TensorProgramBuilder::CheckSameAccesses(int kernel,
 // ---------------------------------------------------------------------------
 
 namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // A uniform double in [0, 1) from 53 random bits.
 double UnitInterval(uint64_t& state) {

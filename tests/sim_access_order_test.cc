@@ -2,11 +2,9 @@
 // spread_access, `sim:access=`): in order, all taking the next page as
 // umlab's replay kernel does, or spread, each its own slice, as a real
 // kernel's thread blocks partition their tensors.
-#include <memory>
 
 #include <gtest/gtest.h>
 
-#include "core/registry.h"
 #include "policies/demand/demand.h"
 #include "tests/sim_harness.h"
 
@@ -16,15 +14,7 @@ namespace {
 // Four blocks touched by one kernel on four SMs, under a policy that brings
 // a whole block in on its first fault.
 SimRun FourBlocks(bool spread) {
-  ProgramBuilder p;
-  p.Alloc(0, 4);
-  p.Kernel(1, 1000, {0, 1, 2, 3});
-  absl::StatusOr<std::unique_ptr<Policy>> whole_blocks =
-      Policies().Create("uvm-default:big_page_kb=2048,thrashing=false");
-  EXPECT_TRUE(whole_blocks.ok()) << whole_blocks.status();
-  if (!whole_blocks.ok()) return SimRun{whole_blocks.status(), {}};
-  return RunOnSim(p, 8, **whole_blocks, TestDevice(4), ReplayPolicy::kBatch,
-                  SimOptions{.spread_access = spread});
+  return FourBlocksWholeOnFirstFault(TestDevice(4), SimOptions{.spread_access = spread});
 }
 
 // Ordered, all four SMs fault on block 0's first pages; once it is in, on

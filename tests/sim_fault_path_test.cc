@@ -2,11 +2,8 @@
 // the h200 preset measures it): the GPU writes entries one at a time, the
 // driver wakes some time after the first, and its flush before a replay
 // keeps the entries written since it fetched the batch.
-#include <memory>
-
 #include <gtest/gtest.h>
 
-#include "core/registry.h"
 #include "tests/sim_harness.h"
 
 namespace umlab::testing {
@@ -23,19 +20,12 @@ struct FaultPath {
 // zero-fills them, each batch taking its latency, 10 us. The SMs' faults
 // are written `write_ns` apart.
 SimRun FourBlocks(const FaultPath& path) {
-  ProgramBuilder p;
-  p.Alloc(0, 4);
-  p.Kernel(1, 1000, {0, 1, 2, 3});
-  absl::StatusOr<std::unique_ptr<Policy>> whole_blocks =
-      Policies().Create("uvm-default:big_page_kb=2048,thrashing=false");
-  EXPECT_TRUE(whole_blocks.ok()) << whole_blocks.status();
-  if (!whole_blocks.ok()) return SimRun{whole_blocks.status(), {}};
   DeviceConfig device = TestDevice(4);
   device.fault_latency_ns = 10000;
   device.replay_flush = path.flush;
   device.fault_write_ns = path.write_ns;
   device.fault_wake_ns = path.wake_ns;
-  return RunOnSim(p, 8, **whole_blocks, device);
+  return FourBlocksWholeOnFirstFault(device);
 }
 
 TEST(SimFaultPathTest, TheDriversFlushKeepsTheFaultsWrittenWhileItServed) {

@@ -3,12 +3,14 @@
 #ifndef UMLAB_TESTS_SIM_HARNESS_H_
 #define UMLAB_TESTS_SIM_HARNESS_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "backends/emu/sim_backend.h"
 #include "core/engine.h"
 #include "core/policy.h"
+#include "core/registry.h"
 #include "emu/device_presets.h"
 #include "tests/program_builder.h"
 
@@ -53,6 +55,19 @@ inline SimRun RunOnSim(const ProgramBuilder& program, uint64_t capacity_frames, 
   if (run.status.ok()) run.status = backend.CheckConsistency(engine);
   run.stats = engine.stats();
   return run;
+}
+
+// Four blocks read by one kernel (1 us of compute) on `device`, with room
+// for all, under a policy that brings a whole block in on its first fault.
+inline SimRun FourBlocksWholeOnFirstFault(const DeviceConfig& device,
+                                          const SimOptions& options = SimOptions{}) {
+  ProgramBuilder p;
+  p.Alloc(0, 4);
+  p.Kernel(1, 1000, {0, 1, 2, 3});
+  absl::StatusOr<std::unique_ptr<Policy>> whole_blocks =
+      Policies().Create("uvm-default:big_page_kb=2048,thrashing=false");
+  if (!whole_blocks.ok()) return SimRun{whole_blocks.status(), {}};
+  return RunOnSim(p, 8, **whole_blocks, device, ReplayPolicy::kBatch, options);
 }
 
 }  // namespace umlab::testing

@@ -7,6 +7,12 @@ import sys
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench")
 BLOCK = 2 << 20
 RECORDS_HEADER = "kind,cause,address,program_address,value,start_ns,end_ns,delivered_ns,outcome\n"
+MIGRATIONS_HEADER = "kind,cause,address,bytes,start_ns,end_ns,batch\n"
+
+
+def fault_event(address, written_ns, batch):
+    """A migration log's row for one fault the driver serviced."""
+    return f"fault_event,,{hex(address)},1,{written_ns},-1,{batch}\n"
 
 
 def run(script, *paths):
@@ -20,11 +26,11 @@ def run(script, *paths):
 def test_a_populated_block_beside_the_named_one_goes_unheard(tmp_path):
     migrations = tmp_path / "migrations.csv"
     migrations.write_text(
-        "kind,cause,address,bytes,start_ns,end_ns,batch\n"
-        f"fault_event,,{hex(BLOCK)},1,100,-1,1\n"          # batch 1: block 1, copied
-        f"h2d,coherence,{hex(BLOCK)},{BLOCK},150,160,\n"
-        f"fault_event,,{hex(BLOCK + 4096)},1,200,-1,2\n"   # batch 2: block 1 again...
-        f"fault_event,,{hex(2 * BLOCK)},1,201,-1,2\n")     # ...and block 2, populated
+        MIGRATIONS_HEADER
+        + fault_event(BLOCK, 100, 1)                       # batch 1: block 1, copied
+        + f"h2d,coherence,{hex(BLOCK)},{BLOCK},150,160,\n"
+        + fault_event(BLOCK + 4096, 200, 2)                # batch 2: block 1 again...
+        + fault_event(2 * BLOCK, 201, 2))                  # ...and block 2, populated
     records = tmp_path / "records.csv"
     records.write_text(RECORDS_HEADER +
                        f"fault,,{hex(BLOCK)},{BLOCK},1,99,-1,0,\n"
@@ -63,16 +69,16 @@ def test_fault_batch_shapes_counts_duplicates_blocks_and_order(tmp_path):
     migrations = tmp_path / "migrations.csv"
     page = 4096
     migrations.write_text(
-        "kind,cause,address,bytes,start_ns,end_ns,batch\n"
+        MIGRATIONS_HEADER
         # batch 1, in the order written: pages 3, 1, 3 of block 1, page 0 of block 2
-        f"fault_event,,{hex(BLOCK + 3 * page)},1,100,-1,1\n"
-        f"fault_event,,{hex(BLOCK + page)},1,120,-1,1\n"
-        f"fault_event,,{hex(BLOCK + 3 * page)},1,140,-1,1\n"
-        f"fault_event,,{hex(2 * BLOCK)},1,160,-1,1\n"
-        f"h2d,coherence,{hex(BLOCK)},{BLOCK},150,160,\n"
+        + fault_event(BLOCK + 3 * page, 100, 1)
+        + fault_event(BLOCK + page, 120, 1)
+        + fault_event(BLOCK + 3 * page, 140, 1)
+        + fault_event(2 * BLOCK, 160, 1)
+        + f"h2d,coherence,{hex(BLOCK)},{BLOCK},150,160,\n"
         # batch 2: two pages of block 2, in page order
-        f"fault_event,,{hex(2 * BLOCK + page)},1,300,-1,2\n"
-        f"fault_event,,{hex(2 * BLOCK + 2 * page)},1,320,-1,2\n")
+        + fault_event(2 * BLOCK + page, 300, 2)
+        + fault_event(2 * BLOCK + 2 * page, 320, 2))
     out = run("fault_batch_shapes.py", migrations, "--window", "2")
     assert "fault batches 2, fault entries 6" in out
     assert "duplicates per batch: mean 0.50" in out
